@@ -1,0 +1,127 @@
+"""Incorrect SVT variants, kept as regression fixtures for the privacy audit. NEVER use them.
+
+Lyu, Su and Li (PVLDB 10(6), 2017, Figure 1 and Table 1) show that these published variants do not
+deliver the privacy they claim. ``epsilon`` below is the *claimed* cost; ``true_epsilon`` says what
+each really costs. ``rho`` is the threshold noise, ``nu`` the query noise, ``D`` the sensitivity.
+
+| name              | what differs from the correct SVT                              | true cost       |
+|-------------------|----------------------------------------------------------------|-----------------|
+| svt-roth2011      | nu ~ Lap(cD/eps2) and TOP outputs q + nu                       | infinite        |
+| svt-lee-clifton   | eps1 = eps/4, nu ~ Lap(D/eps2): query noise ignores c          | (1 + 6c)/4 eps  |
+| svt-stoddard      | no query noise; never halts                                    | infinite        |
+| svt-chen          | nu ~ Lap(D/eps2) = Lap(2D/eps); never halts                    | infinite        |
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbeacon.privacy.noise import RNGLike
+from mbeacon.privacy.sparse_vector import NumericAnswers, sparse_vector_engine
+
+
+def true_epsilon(name: str, epsilon: float, c: int) -> float:
+    """What the variant really costs when it claims ``epsilon`` (Lyu, Su and Li, Table 1)."""
+    if name == "svt-lee-clifton":
+        return (1 + 6 * c) / 4 * epsilon
+    if name in ("svt-roth2011", "svt-stoddard", "svt-chen"):
+        return math.inf
+    raise KeyError(name)
+
+
+def svt_roth2011_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """Roth's 2011 lecture-notes variant: outputs the noisy query ``q + nu`` itself on TOP."""
+    eps1 = epsilon / 2
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sensitivity / eps1,
+        query_scale=c * sensitivity / (epsilon - eps1),
+        c=c,
+        release_noisy_query=True,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    )
+
+
+def svt_lee_clifton_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Lee and Clifton (KDD 2014): query noise does not scale with ``c``."""
+    eps1 = epsilon / 4
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sensitivity / eps1,
+        query_scale=sensitivity / (epsilon - eps1),
+        c=c,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    ).flags
+
+
+def svt_stoddard_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int | None = None,
+    *,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Stoddard et al. (2014): no query noise at all and no limit on positives (``c`` ignored)."""
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sensitivity / (epsilon / 2),
+        query_scale=None,
+        c=None,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    ).flags
+
+
+def svt_chen_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int | None = None,
+    *,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Chen et al. (2015): ``nu ~ Lap(D/eps2)`` and no limit on positives (``c`` ignored)."""
+    eps1 = epsilon / 2
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sensitivity / eps1,
+        query_scale=sensitivity / (epsilon - eps1),
+        c=None,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    ).flags

@@ -1,0 +1,433 @@
+"""The sparse vector technique (SVT) family, as plain functions over arrays of query answers.
+
+Every mechanism returns an ``int8`` array of flags, one per query: ``TOP`` (1, the noisy answer
+reached the noisy threshold), ``BOT`` (0) or ``UNANSWERED`` (-1, the mechanism halted before this
+query). Mechanisms that release numbers on ``TOP`` return :class:`NumericAnswers`. Each function has
+a ``*_batch`` twin that runs many independent copies at once (``runs x queries``) for audits and
+evaluations; the single-run function *is* the batch function with one run, so what the audit measures
+is what callers get.
+
+Noise is discrete Laplace on the lattice ``sensitivity * Z`` (:func:`noise.lattice_laplace`), which
+has the privacy of continuous ``Lap`` at the same scale; see ``docs/privacy.md``.
+
+Sources: Dwork and Roth's AboveThreshold/Sparse/NumericSparse (Roth's 2011 lecture notes, Algorithms
+1-3 of ``seeds/svt-lecture-notes``) and the generalised SVT of Lyu, Su and Li (PVLDB 10(6), 2017).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
+
+TOP: int = 1
+BOT: int = 0
+UNANSWERED: int = -1
+
+
+class NumericAnswers(NamedTuple):
+    """Flags as for indicator mechanisms, and the released value of every ``TOP`` (NaN elsewhere)."""
+
+    flags: np.ndarray
+    values: np.ndarray
+
+
+def _as_runs(answers: np.ndarray, runs: int | None) -> np.ndarray:
+    answers = np.asarray(answers, dtype=np.float64)
+    if answers.ndim == 1:
+        answers = answers[np.newaxis, :]
+        if runs is not None:
+            answers = np.broadcast_to(answers, (runs, answers.shape[1]))
+    elif answers.ndim != 2:
+        raise ValueError(f"answers must be 1-D (queries) or 2-D (runs x queries), got {answers.ndim}-D")
+    elif runs is not None and answers.shape[0] != runs:
+        raise ValueError(f"answers has {answers.shape[0]} runs but runs={runs}")
+    if not np.all(np.isfinite(answers)):
+        raise ValueError("query answers must be finite numbers")
+    return answers
+
+
+def _positive(name: str, value: float) -> float:
+    value = float(value)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    return value
+
+
+def _check_c(c: int | None) -> int | None:
+    if c is None:
+        return None
+    if int(c) != c or c < 1:
+        raise ValueError(f"c (the number of positives) must be an integer >= 1, got {c}")
+    return int(c)
+
+
+def sparse_vector_engine(
+    answers: np.ndarray,
+    thresholds: np.ndarray | float,
+    *,
+    threshold_scale: float,
+    query_scale: float | None,
+    c: int | None,
+    redraw: bool = False,
+    numeric_scale: float | None = None,
+    release_noisy_query: bool = False,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """Run the generic SVT loop on ``runs x queries`` answers, vectorised across runs.
+
+    For each run: ``rho ~ Lap(threshold_scale)``; for each query ``nu ~ Lap(query_scale)`` (no noise
+    when ``query_scale`` is None); ``TOP`` when ``q + nu >= T + rho``; on ``TOP`` optionally release
+    ``q + Lap(numeric_scale)`` (or ``q + nu`` itself when ``release_noisy_query``, Roth 2011's
+    non-private variant), count it, re-draw ``rho`` when ``redraw``, and halt after ``c`` positives
+    (never halts when ``c`` is None). The parameters alone decide whether this is private: the public
+    mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.faulty` are thin wrappers.
+    """
+    source = as_source(rng)
+    q = _as_runs(answers, runs)
+    n_runs, k = q.shape
+    t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), (k,))
+    c = _check_c(c)
+
+    def noise(scale: float, n: int) -> np.ndarray:
+        return lattice_laplace(scale, sensitivity, n, source)
+
+    rho = noise(threshold_scale, n_runs).astype(np.float64)
+    count = np.zeros(n_runs, dtype=np.int64)
+    alive = np.ones(n_runs, dtype=bool)
+    flags = np.full((n_runs, k), UNANSWERED, dtype=np.int8)
+    numeric = numeric_scale is not None or release_noisy_query
+    values = np.full((n_runs, k), np.nan) if numeric else np.empty((0, 0))
+    for i in range(k):
+        if not alive.any():
+            break
+        nu = noise(query_scale, n_runs) if query_scale is not None else 0.0
+        noisy = q[:, i] + nu
+        top = (noisy >= t[i] + rho) & alive
+        flags[alive, i] = BOT
+        flags[top, i] = TOP
+        if not top.any():
+            continue
+        if release_noisy_query:
+            values[top, i] = np.broadcast_to(noisy, (n_runs,))[top]
+        elif numeric_scale is not None:
+            values[top, i] = q[top, i] + noise(numeric_scale, int(top.sum()))
+        count += top
+        if redraw:
+            rho[top] = noise(threshold_scale, int(top.sum()))
+        if c is not None:
+            alive &= count < c
+    return NumericAnswers(flags, values)
+
+
+def _single(result: NumericAnswers, numeric: bool) -> NumericAnswers | np.ndarray:
+    if numeric:
+        return NumericAnswers(result.flags[0], result.values[0])
+    return result.flags[0]
+
+
+# --- AboveThreshold -------------------------------------------------------------------------------
+
+
+def above_threshold_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    *,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Batch form of :func:`above_threshold`: ``runs x queries`` flags."""
+    epsilon = _positive("epsilon", epsilon)
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=2 * sensitivity / epsilon,
+        query_scale=4 * sensitivity / epsilon,
+        c=1,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    ).flags
+
+
+def above_threshold(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    *,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """AboveThreshold (Dwork and Roth, Algorithm 1): flag the first query above a noisy threshold.
+
+    ``T^ = T + Lap(2D/eps)``, ``nu_i ~ Lap(4D/eps)``, halt at the first ``TOP``.
+    Privacy cost: ``epsilon``-DP for any number of queries (D = ``sensitivity``).
+    """
+    return above_threshold_batch(answers, threshold, epsilon, sensitivity=sensitivity, rng=rng)[0]
+
+
+# --- Sparse ---------------------------------------------------------------------------------------
+
+
+def sparse_sigma(epsilon: float, c: int, delta: float = 0.0, sensitivity: float = 1.0) -> float:
+    """Threshold noise scale of Sparse: ``2cD/eps`` (pure) or ``sqrt(32 c ln(1/delta)) D / eps``."""
+    epsilon = _positive("epsilon", epsilon)
+    if delta < 0 or delta >= 1:
+        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    if delta == 0:
+        return 2 * c * sensitivity / epsilon
+    return math.sqrt(32 * c * math.log(1 / delta)) * sensitivity / epsilon
+
+
+def sparse_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    delta: float = 0.0,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Batch form of :func:`sparse`."""
+    c = _check_c(c)
+    sigma = sparse_sigma(epsilon, c, delta, sensitivity)
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sigma,
+        query_scale=2 * sigma,
+        c=c,
+        redraw=True,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    ).flags
+
+
+def sparse(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    delta: float = 0.0,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Sparse (Dwork and Roth, Algorithm 2): up to ``c`` positives, threshold re-drawn after each.
+
+    ``sigma = 2cD/eps`` when ``delta == 0``, else ``sqrt(32 c ln(1/delta)) D / eps``;
+    ``T^ = T + Lap(sigma)``, ``nu_i ~ Lap(2 sigma)``.
+    Privacy cost: ``epsilon``-DP when ``delta == 0`` (c AboveThresholds at ``eps/c``, basic
+    composition); ``(epsilon, delta)``-DP otherwise (advanced composition, for ``epsilon <= 1``).
+    """
+    return sparse_batch(answers, threshold, epsilon, c, delta=delta, sensitivity=sensitivity, rng=rng)[0]
+
+
+# --- NumericSparse --------------------------------------------------------------------------------
+
+
+def numeric_sparse_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    delta: float = 0.0,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """Batch form of :func:`numeric_sparse`."""
+    c = _check_c(c)
+    epsilon = _positive("epsilon", epsilon)
+    eps1, eps2 = 8 * epsilon / 9, 2 * epsilon / 9
+    sigma1 = sparse_sigma(eps1, c, delta / 2 if delta else 0.0, sensitivity)
+    sigma2 = sparse_sigma(eps2, c, delta / 2 if delta else 0.0, sensitivity)
+    return sparse_vector_engine(
+        answers,
+        threshold,
+        threshold_scale=sigma1,
+        query_scale=2 * sigma1,
+        c=c,
+        redraw=True,
+        numeric_scale=sigma2,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    )
+
+
+def numeric_sparse(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon: float,
+    c: int,
+    *,
+    delta: float = 0.0,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """NumericSparse (Dwork and Roth, Algorithm 3): Sparse that also releases a noisy value on TOP.
+
+    ``eps1 = 8 eps/9`` runs Sparse; every ``TOP`` releases ``q + Lap(sigma(eps2))`` with
+    ``eps2 = 2 eps/9``. Released values are on the lattice ``sensitivity * Z``: answers must lie on it
+    (counts with sensitivity 1), otherwise the noise would reveal their fractional part.
+    Privacy cost: ``epsilon``-DP (``delta == 0``) or ``(epsilon, delta)``-DP.
+    """
+    _require_lattice(answers, sensitivity)
+    result = numeric_sparse_batch(
+        answers, threshold, epsilon, c, delta=delta, sensitivity=sensitivity, rng=rng
+    )
+    return _single(result, numeric=True)
+
+
+def _require_lattice(answers: np.ndarray, sensitivity: float) -> None:
+    units = np.asarray(answers, dtype=np.float64) / sensitivity
+    if not np.allclose(units, np.round(units), rtol=0, atol=1e-9):
+        raise ValueError(
+            "numeric release needs answers on the lattice sensitivity * Z (e.g. integer counts "
+            "with sensitivity 1); lattice noise would otherwise reveal their fractional part"
+        )
+
+
+# --- the generalised SVT of Lyu, Su and Li --------------------------------------------------------
+
+
+def generalized_svt_allocate(
+    epsilon: float, c: int, *, monotonic: bool = False, epsilon3: float = 0.0
+) -> tuple[float, float, float]:
+    """Split ``epsilon`` into ``(eps1, eps2, eps3)`` minimising the comparison-noise variance.
+
+    ``eps1 : eps2 = 1 : (2c)^(2/3)`` in general and ``1 : c^(2/3)`` for monotonic queries
+    (Lyu, Su and Li, Section 4.2); ``eps3`` (numeric answers) is set aside first.
+    """
+    epsilon = _positive("epsilon", epsilon)
+    c = _check_c(c)
+    if not 0 <= epsilon3 < epsilon:
+        raise ValueError("epsilon3 must be in [0, epsilon)")
+    rest = epsilon - epsilon3
+    ratio = (c if monotonic else 2 * c) ** (2 / 3)
+    eps1 = rest / (1 + ratio)
+    return eps1, rest - eps1, float(epsilon3)
+
+
+def generalized_svt_batch(
+    answers: np.ndarray,
+    thresholds: np.ndarray | float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    epsilon3: float = 0.0,
+    monotonic: bool = False,
+    sensitivity: float = 1.0,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """Batch form of :func:`generalized_svt`."""
+    c = _check_c(c)
+    epsilon1 = _positive("epsilon1", epsilon1)
+    epsilon2 = _positive("epsilon2", epsilon2)
+    if epsilon3 < 0:
+        raise ValueError("epsilon3 must be >= 0")
+    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
+    return sparse_vector_engine(
+        answers,
+        thresholds,
+        threshold_scale=sensitivity / epsilon1,
+        query_scale=query_scale,
+        c=c,
+        numeric_scale=c * sensitivity / epsilon3 if epsilon3 > 0 else None,
+        sensitivity=sensitivity,
+        runs=runs,
+        rng=rng,
+    )
+
+
+def generalized_svt(
+    answers: np.ndarray,
+    thresholds: np.ndarray | float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    epsilon3: float = 0.0,
+    monotonic: bool = False,
+    sensitivity: float = 1.0,
+    rng: RNGLike = None,
+) -> NumericAnswers:
+    """Generalised SVT (Lyu, Su and Li, Algorithm 7 / "SVT-S") with per-query thresholds ``T_i``.
+
+    ``rho ~ Lap(D/eps1)`` once; ``nu_i ~ Lap(2cD/eps2)`` (``Lap(cD/eps2)`` when every neighbouring
+    change moves all answers in the same direction, ``monotonic=True``); ``TOP`` releases
+    ``q_i + Lap(cD/eps3)`` when ``eps3 > 0``; halt after ``c`` positives.
+    Privacy cost: ``(eps1 + eps2 + eps3)``-DP.
+    """
+    if epsilon3 > 0:
+        _require_lattice(answers, sensitivity)
+    result = generalized_svt_batch(
+        answers,
+        thresholds,
+        epsilon1,
+        epsilon2,
+        c,
+        epsilon3=epsilon3,
+        monotonic=monotonic,
+        sensitivity=sensitivity,
+        rng=rng,
+    )
+    return _single(result, numeric=True)
+
+
+def svt_retraversal(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    increment: float,
+    monotonic: bool = False,
+    sensitivity: float = 1.0,
+    max_passes: int = 1000,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Non-interactive SVT with retraversal (Lyu, Su and Li, Section 5): select ``c`` items.
+
+    Runs one generalised SVT over the stream "all not-yet-selected items, again and again" against
+    the raised threshold ``threshold + increment`` until ``c`` items are selected (or ``max_passes``
+    passes). Returns the selected item indices in selection order.
+    Privacy cost: ``(eps1 + eps2)``-DP: it is one SVT run (one threshold noise, ``c`` positives)
+    whose query stream happens to repeat items; the stream is chosen from public information only.
+    """
+    source = as_source(rng)
+    c = _check_c(c)
+    epsilon1 = _positive("epsilon1", epsilon1)
+    epsilon2 = _positive("epsilon2", epsilon2)
+    q = np.asarray(answers, dtype=np.float64)
+    if q.ndim != 1:
+        raise ValueError("svt_retraversal takes one 1-D vector of item scores")
+    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
+    t = threshold + increment
+    rho = float(lattice_laplace(sensitivity / epsilon1, sensitivity, None, source))
+    selected: list[int] = []
+    remaining = np.arange(q.size)
+    for _ in range(max_passes):
+        if remaining.size == 0 or len(selected) >= c:
+            break
+        nu = lattice_laplace(query_scale, sensitivity, remaining.size, source)
+        hits = remaining[q[remaining] + nu >= t + rho]
+        take = hits[: c - len(selected)]  # the stream halts at the c-th positive
+        selected.extend(int(i) for i in take)
+        remaining = np.setdiff1d(remaining, take, assume_unique=True)
+    return np.asarray(selected, dtype=np.int64)

@@ -1,0 +1,295 @@
+"""SVT², the double-threshold sparse vector technique of MBeacon (Hagestedt et al., NDSS 2019).
+
+Each query carries the cohort's count ``alpha`` (patients in the range) and the public prior's
+expectation ``beta`` (``N * P_prior(range)``). SVT² decides, privately, whether the data disagrees
+with the prior about "at least ``T`` patients":
+
+    z1, z2 ~ Lap(D/eps1); count = 0
+    for each query: y, y' ~ Lap(2cD/eps2)
+        BOT if max(alpha, beta) + y < T + z1  or  min(alpha, beta) + y' >= T + z2, else TOP
+        on TOP: count += 1; [redraw: z1, z2 ~ Lap(D/eps1) again]; halt when count >= c
+
+``BOT`` (0) releases the prior's answer ``beta >= T`` at no cost; ``TOP`` (1) releases its negation
+and spends one of ``c`` positives; ``UNANSWERED`` (-1) after the halt.
+
+Privacy cost (``docs/privacy.md`` has the proof and the audit that checks it):
+``2 (eps1 + eps2)`` with one threshold pair, ``2 (c eps1 + eps2)`` when re-drawn after each TOP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
+from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
+
+__all__ = [
+    "SVT2Params",
+    "SVT2State",
+    "svt2",
+    "svt2_allocate",
+    "svt2_batch",
+    "svt2_epsilon",
+    "svt2_release",
+    "svt2_step",
+]
+
+
+def svt2_epsilon(epsilon1: float, epsilon2: float, c: int, *, redraw: bool) -> float:
+    """Total privacy cost of one SVT² run: ``2(eps1+eps2)``, or ``2(c*eps1+eps2)`` with redraw."""
+    if epsilon1 <= 0 or epsilon2 <= 0 or c < 1:
+        raise ValueError("epsilon1 and epsilon2 must be > 0 and c >= 1")
+    return 2.0 * ((c if redraw else 1) * epsilon1 + epsilon2)
+
+
+def svt2_allocate(epsilon: float, c: int, *, redraw: bool) -> tuple[float, float]:
+    """The ``(eps1, eps2)`` with ``svt2_epsilon == epsilon`` that minimise the comparison noise.
+
+    The decision compares ``y - z`` with ``Var = 2(D/eps1)^2 + 2(2cD/eps2)^2``. Minimising it under
+    ``eps1 + eps2 = eps/2`` gives ``eps1 : eps2 = 1 : (2c)^(2/3)`` (Lyu, Su and Li's allocation);
+    under ``c*eps1 + eps2 = eps/2`` (redraw) it gives ``eps2 = 4^(1/3) c eps1``.
+    """
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon}")
+    if int(c) != c or c < 1:
+        raise ValueError(f"c must be an integer >= 1, got {c}")
+    half = epsilon / 2.0
+    if redraw:
+        eps1 = half / (c + 4 ** (1 / 3) * c)
+        return eps1, half - c * eps1
+    eps1 = half / (1.0 + (2 * c) ** (2 / 3))
+    return eps1, half - eps1
+
+
+@dataclass(frozen=True)
+class SVT2Params:
+    """Public parameters of one SVT² instance (safe to publish)."""
+
+    threshold: float
+    epsilon1: float
+    epsilon2: float
+    c: int
+    sensitivity: float = 1.0
+    redraw: bool = False
+
+    def __post_init__(self) -> None:
+        if self.epsilon1 <= 0 or self.epsilon2 <= 0:
+            raise ValueError("epsilon1 and epsilon2 must be > 0")
+        if int(self.c) != self.c or self.c < 1:
+            raise ValueError("c must be an integer >= 1")
+        if self.sensitivity <= 0:
+            raise ValueError("sensitivity must be > 0")
+
+    @property
+    def epsilon(self) -> float:
+        """The total privacy cost this instance promises."""
+        return svt2_epsilon(self.epsilon1, self.epsilon2, self.c, redraw=self.redraw)
+
+    @property
+    def threshold_scale(self) -> float:
+        return self.sensitivity / self.epsilon1
+
+    @property
+    def query_scale(self) -> float:
+        return 2 * self.c * self.sensitivity / self.epsilon2
+
+    @classmethod
+    def from_epsilon(
+        cls,
+        epsilon: float,
+        c: int,
+        threshold: float,
+        *,
+        redraw: bool = False,
+        sensitivity: float = 1.0,
+    ) -> SVT2Params:
+        eps1, eps2 = svt2_allocate(epsilon, c, redraw=redraw)
+        return cls(threshold, eps1, eps2, int(c), sensitivity, redraw)
+
+
+@dataclass(frozen=True)
+class SVT2State:
+    """The secret state between queries: noisy threshold offsets and positives spent.
+
+    ``z1`` and ``z2`` are secrets: they are excluded from ``repr`` so they cannot reach a log by
+    accident; :meth:`to_dict` is for the ledger only.
+    """
+
+    z1: float
+    z2: float
+    count: int
+
+    def __repr__(self) -> str:
+        return f"SVT2State(count={self.count}, thresholds=<secret>)"
+
+    @classmethod
+    def start(cls, params: SVT2Params, rng: RNGLike = None) -> SVT2State:
+        z1, z2 = _draw_thresholds(params, as_source(rng))
+        return cls(z1, z2, 0)
+
+    def halted(self, params: SVT2Params) -> bool:
+        return self.count >= params.c
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"z1": self.z1, "z2": self.z2, "count": self.count}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float | int]) -> SVT2State:
+        return cls(float(data["z1"]), float(data["z2"]), int(data["count"]))
+
+
+def _draw_thresholds(params: SVT2Params, source) -> tuple[float, float]:
+    z = lattice_laplace(params.threshold_scale, params.sensitivity, 2, source)
+    return float(z[0]), float(z[1])
+
+
+def svt2_step(
+    state: SVT2State, alpha: float, beta: float, params: SVT2Params, rng: RNGLike = None
+) -> tuple[int, SVT2State]:
+    """Answer one query from a saved state; return the flag and the state to save.
+
+    Answering a stream one step at a time from saved states has exactly the distribution of one
+    long :func:`svt2` run: the state is all the mechanism carries between queries.
+    """
+    if state.halted(params):
+        return UNANSWERED, state
+    source = as_source(rng)
+    y, y_prime = (float(v) for v in lattice_laplace(params.query_scale, params.sensitivity, 2, source))
+    t = params.threshold
+    agrees_low = max(alpha, beta) + y < t + state.z1
+    agrees_high = min(alpha, beta) + y_prime >= t + state.z2
+    if agrees_low or agrees_high:
+        return BOT, state
+    z1, z2 = _draw_thresholds(params, source) if params.redraw else (state.z1, state.z2)
+    return TOP, SVT2State(z1, z2, state.count + 1)
+
+
+def _check_inputs(alpha: np.ndarray, beta: np.ndarray) -> None:
+    if not (np.all(np.isfinite(alpha)) and np.all(np.isfinite(beta))):
+        raise ValueError("alpha and beta must be finite numbers")
+
+
+def svt2(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    threshold: float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    sensitivity: float = 1.0,
+    redraw: bool = False,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Run SVT² over one stream of queries; ``int8`` flags (1 TOP, 0 BOT, -1 unanswered).
+
+    Privacy cost: ``svt2_epsilon(epsilon1, epsilon2, c, redraw=redraw)``.
+    """
+    params = SVT2Params(threshold, epsilon1, epsilon2, int(c), sensitivity, redraw)
+    a = np.asarray(alpha, dtype=np.float64).ravel()
+    b = np.broadcast_to(np.asarray(beta, dtype=np.float64), a.shape)
+    _check_inputs(a, b)
+    source = as_source(rng)
+    state = SVT2State.start(params, source)
+    out = np.full(a.shape, UNANSWERED, dtype=np.int8)
+    for i in range(a.size):
+        if state.halted(params):
+            break
+        out[i], state = svt2_step(state, float(a[i]), float(b[i]), params, source)
+    return out
+
+
+def svt2_batch(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    threshold: float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    sensitivity: float = 1.0,
+    redraw: bool = False,
+    runs: int | None = None,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """:func:`svt2` over ``runs x queries`` independent runs, vectorised across runs.
+
+    ``alpha`` and ``beta`` broadcast to 2-D (``runs`` sets the number of runs when both are 1-D).
+    Given the thresholds, the two query noises of a step are independent of everything else, so a
+    step is ``TOP`` with the exact probability
+    ``P(y >= T + z1 - max) * P(y' < T + z2 - min)`` (discrete Laplace tails, closed form): each step
+    draws one uniform instead of two Laplace variates. The distribution is identical to :func:`svt2`
+    (``tests/test_svt2.py`` checks it) and it runs two orders of magnitude faster.
+    """
+    params = SVT2Params(threshold, epsilon1, epsilon2, int(c), sensitivity, redraw)
+    a = np.asarray(alpha, dtype=np.float64)
+    b = np.asarray(beta, dtype=np.float64)
+    if a.ndim == 1 and b.ndim <= 1:
+        a = a[np.newaxis, :]
+        if runs is not None:
+            a = np.broadcast_to(a, (runs, a.shape[1]))
+    a, b = np.broadcast_arrays(a, b)
+    if a.ndim != 2:
+        raise ValueError("alpha/beta must broadcast to 2-D (runs x queries)")
+    if runs is not None and a.shape[0] != runs:
+        raise ValueError(f"alpha/beta have {a.shape[0]} runs but runs={runs}")
+    _check_inputs(a, b)
+    source = as_source(rng)
+    n_runs, k = a.shape
+    d = params.sensitivity
+    hi = np.maximum(a, b) / d  # work in lattice units: noise is an integer there
+    lo = np.minimum(a, b) / d
+    t = params.threshold / d
+    th_scale, q_scale = params.threshold_scale / d, params.query_scale / d
+    q = math.exp(-1.0 / q_scale)
+    inv_1pq = 1.0 / (1.0 + q)
+    log_q = -1.0 / q_scale
+
+    def sf(m: np.ndarray) -> np.ndarray:
+        """P(Y >= m) for integer m, Y discrete Laplace with scale q_scale."""
+        return np.where(
+            m >= 1.0,
+            np.exp(np.maximum(m, 0.0) * log_q) * inv_1pq,
+            1.0 - np.exp(np.maximum(1.0 - m, 0.0) * log_q) * inv_1pq,
+        )
+
+    def draw_z(n: int) -> np.ndarray:
+        return lattice_laplace(th_scale, 1.0, n, source).astype(np.float64)
+
+    z1, z2 = draw_z(n_runs), draw_z(n_runs)
+    count = np.zeros(n_runs, dtype=np.int64)
+    out = np.full((n_runs, k), UNANSWERED, dtype=np.int8)
+    live = np.arange(n_runs)
+    for i in range(k):
+        if live.size == 0:
+            break
+        # TOP  <=>  y >= T + z1 - hi  and  y' < T + z2 - lo  (y, y' integers)
+        p_top = sf(np.ceil(t + z1[live] - hi[live, i])) * (1.0 - sf(np.ceil(t + z2[live] - lo[live, i])))
+        u = ((source.words(live.size) >> np.uint64(11)).astype(np.float64)) * (1.0 / 2**53)
+        top = u < p_top
+        out[live, i] = top.astype(np.int8)
+        if not top.any():
+            continue
+        winners = live[top]
+        count[winners] += 1
+        if params.redraw:
+            z1[winners] = draw_z(winners.size)
+            z2[winners] = draw_z(winners.size)
+        live = live[count[live] < params.c]
+    return out
+
+
+def svt2_release(flags: np.ndarray, beta: np.ndarray, threshold: float) -> np.ndarray:
+    """The beacon's answers from SVT² flags: ``BOT`` -> ``beta >= T``, ``TOP`` -> its negation.
+
+    Returns ``int8``: 1 yes, 0 no, -1 unanswered. Because ``beta`` is public, the flag itself (the
+    ``answeredFrom`` label) is a function of the answer and leaks nothing more.
+    """
+    flags = np.asarray(flags)
+    prior_yes = np.broadcast_to(np.asarray(beta, dtype=np.float64) >= threshold, flags.shape)
+    answer = np.where(flags == TOP, ~prior_yes, prior_yes).astype(np.int8)
+    answer[flags == UNANSWERED] = UNANSWERED
+    return answer
