@@ -42,6 +42,7 @@ from mbeacon.privacy.sparse_vector import (
     sparse,
     sparse_batch,
     svt_retraversal,
+    svt_retraversal_batch,
 )
 from mbeacon.privacy.svt2 import (
     SVT2Params,
@@ -91,6 +92,7 @@ __all__ = [
     "svt2_release",
     "svt2_step",
     "svt_retraversal",
+    "svt_retraversal_batch",
     "top_k",
     "top_k_batch",
     "uniform",

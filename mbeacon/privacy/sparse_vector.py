@@ -101,8 +101,7 @@ def sparse_vector_engine(
     count = np.zeros(n_runs, dtype=np.int64)
     alive = np.ones(n_runs, dtype=bool)
     flags = np.full((n_runs, k), UNANSWERED, dtype=np.int8)
-    numeric = numeric_scale is not None or release_noisy_query
-    values = np.full((n_runs, k), np.nan) if numeric else np.empty((0, 0))
+    values = np.full((n_runs, k), np.nan)
     for i in range(k):
         if not alive.any():
             break
@@ -389,6 +388,50 @@ def generalized_svt(
     return _single(result, numeric=True)
 
 
+def svt_retraversal_batch(
+    answers: np.ndarray,
+    threshold: float,
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    *,
+    increment: float,
+    monotonic: bool = False,
+    sensitivity: float = 1.0,
+    max_passes: int = 1000,
+    runs: int = 1,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """Batch form of :func:`svt_retraversal`: ``runs x c`` selected indices, -1 padded."""
+    source = as_source(rng)
+    c = _check_c(c)
+    epsilon1 = _positive("epsilon1", epsilon1)
+    epsilon2 = _positive("epsilon2", epsilon2)
+    q = np.asarray(answers, dtype=np.float64)
+    if q.ndim != 1 or not np.all(np.isfinite(q)):
+        raise ValueError("svt_retraversal takes one 1-D vector of finite item scores")
+    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
+    t = threshold + increment
+    rho = lattice_laplace(sensitivity / epsilon1, sensitivity, runs, source).astype(np.float64)
+    picked = np.full((runs, c), -1, dtype=np.int64)
+    chosen = np.zeros((runs, q.size), dtype=bool)
+    count = np.zeros(runs, dtype=np.int64)
+    for _ in range(max_passes):
+        for item in range(q.size):
+            # the stream skips items already selected and stops at the c-th positive
+            asked = np.flatnonzero((count < c) & ~chosen[:, item])
+            if asked.size == 0:
+                continue
+            nu = lattice_laplace(query_scale, sensitivity, asked.size, source)
+            hit = asked[q[item] + nu >= t + rho[asked]]
+            picked[hit, count[hit]] = item
+            chosen[hit, item] = True
+            count[hit] += 1
+        if np.all((count >= c) | chosen.all(axis=1)):
+            break
+    return picked
+
+
 def svt_retraversal(
     answers: np.ndarray,
     threshold: float,
@@ -408,26 +451,19 @@ def svt_retraversal(
     the raised threshold ``threshold + increment`` until ``c`` items are selected (or ``max_passes``
     passes). Returns the selected item indices in selection order.
     Privacy cost: ``(eps1 + eps2)``-DP: it is one SVT run (one threshold noise, ``c`` positives)
-    whose query stream happens to repeat items; the stream is chosen from public information only.
+    whose query stream is chosen from public information only (which items were already selected).
     """
-    source = as_source(rng)
-    c = _check_c(c)
-    epsilon1 = _positive("epsilon1", epsilon1)
-    epsilon2 = _positive("epsilon2", epsilon2)
-    q = np.asarray(answers, dtype=np.float64)
-    if q.ndim != 1:
-        raise ValueError("svt_retraversal takes one 1-D vector of item scores")
-    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
-    t = threshold + increment
-    rho = float(lattice_laplace(sensitivity / epsilon1, sensitivity, None, source))
-    selected: list[int] = []
-    remaining = np.arange(q.size)
-    for _ in range(max_passes):
-        if remaining.size == 0 or len(selected) >= c:
-            break
-        nu = lattice_laplace(query_scale, sensitivity, remaining.size, source)
-        hits = remaining[q[remaining] + nu >= t + rho]
-        take = hits[: c - len(selected)]  # the stream halts at the c-th positive
-        selected.extend(int(i) for i in take)
-        remaining = np.setdiff1d(remaining, take, assume_unique=True)
-    return np.asarray(selected, dtype=np.int64)
+    picked = svt_retraversal_batch(
+        answers,
+        threshold,
+        epsilon1,
+        epsilon2,
+        c,
+        increment=increment,
+        monotonic=monotonic,
+        sensitivity=sensitivity,
+        max_passes=max_passes,
+        runs=1,
+        rng=rng,
+    )[0]
+    return picked[picked >= 0]
