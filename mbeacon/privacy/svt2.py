@@ -258,7 +258,7 @@ class _Svt2Scan:
         # P(Y >= m) of the query noise for every integer m where it is not yet 0 or 1 to double
         # precision (|m| <= 40 scales); a table lookup replaces two exp() per query and run.
         scale = params.query_scale / self.d
-        self.reach = int(math.ceil(40 * scale)) + 1
+        self.reach = math.ceil(40 * scale) + 1
         m = np.arange(-self.reach, self.reach + 2, dtype=np.float64)
         q = math.exp(-1.0 / scale)
         tail = np.exp(-np.abs(np.where(m >= 1, m, 1 - m)) / scale) / (1 + q)
@@ -279,11 +279,8 @@ class _Svt2Scan:
         b = self.beta[rows[:, None], cols]
         if self.d != 1.0:
             a, b = a / self.d, b / self.d
-        if (
-            (a.dtype.kind == "f"
-            and not np.isfinite(a).all())
-            or (b.dtype.kind == "f"
-            and not np.isfinite(b).all())
+        if (a.dtype.kind == "f" and not np.isfinite(a).all()) or (
+            b.dtype.kind == "f" and not np.isfinite(b).all()
         ):
             raise ValueError("alpha and beta must be finite numbers")
         # TOP  <=>  y >= T + z1 - max  and  y' < T + z2 - min  (y, y' integers)

@@ -45,7 +45,7 @@ class AuditTarget:
     claimed_epsilon: float
     run: Runner
     inputs: tuple[InputPair, ...]
-    correct: bool
+    expect: str  # "pass" (a correct mechanism), "violation" (a faulty control) or "probe"
     description: str
 
 
@@ -154,7 +154,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _flags(sparse_vector.above_threshold_batch, epsilon=eps),
             svt_pairs,
-            True,
+            "pass",
             "AboveThreshold (Dwork-Roth Alg. 1)",
         ),
         AuditTarget(
@@ -162,7 +162,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _flags(sparse_vector.sparse_batch, epsilon=eps, c=2),
             svt_pairs,
-            True,
+            "pass",
             "Sparse, c = 2, threshold re-drawn (Dwork-Roth Alg. 2 = SVT-DPBook)",
         ),
         AuditTarget(
@@ -170,7 +170,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _numeric(sparse_vector.numeric_sparse_batch, epsilon=eps, c=1),
             svt_pairs,
-            True,
+            "pass",
             "NumericSparse, c = 1 (Dwork-Roth Alg. 3)",
         ),
         AuditTarget(
@@ -178,7 +178,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _numeric(sparse_vector.generalized_svt_batch, epsilon1=g1, epsilon2=g2, c=1),
             svt_pairs,
-            True,
+            "pass",
             "Lyu-Su-Li SVT, eps1:eps2 = 1:(2c)^(2/3)",
         ),
         AuditTarget(
@@ -186,7 +186,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _numeric(sparse_vector.generalized_svt_batch, epsilon1=gn1, epsilon2=gn2, c=1, epsilon3=gn3),
             svt_pairs,
-            True,
+            "pass",
             "Lyu-Su-Li SVT releasing q + Lap(c/eps3) on TOP",
         ),
         AuditTarget(
@@ -194,7 +194,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _numeric(sparse_vector.generalized_svt_batch, epsilon1=gm1, epsilon2=gm2, c=1, monotonic=True),
             mono_pairs,
-            True,
+            "pass",
             "Lyu-Su-Li SVT for monotonic queries (halved query noise)",
         ),
         AuditTarget(
@@ -202,7 +202,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _retraversal(r1, r2, 2),
             tuple(statdp_patterns(6)),
-            True,
+            "pass",
             "non-interactive SVT with retraversal, c = 2, threshold + 1",
         ),
         AuditTarget(
@@ -210,7 +210,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _selection(selection.exponential_mechanism_batch, epsilon=eps),
             sel_pairs,
-            True,
+            "pass",
             "exponential mechanism (Gumbel-max)",
         ),
         AuditTarget(
@@ -218,7 +218,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _selection(selection.report_noisy_max_batch, epsilon=eps),
             sel_pairs,
-            True,
+            "pass",
             "report-noisy-max with lattice Laplace",
         ),
         AuditTarget(
@@ -226,7 +226,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             eps,
             _selection(selection.top_k_batch, k=2, epsilon=eps),
             sel_pairs,
-            True,
+            "pass",
             "one-shot Gumbel top-2 (= 2 peeled EMs at eps/2)",
         ),
     ]
@@ -240,7 +240,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
                     eps,
                     _svt2(e1, e2, c, redraw),
                     tuple(svt2_patterns()),
-                    True,
+                    "pass",
                     f"SVT² ({variant} threshold pair), c = {c}, eps1/eps2 from svt2_allocate",
                 )
             )
@@ -257,7 +257,7 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
                 eps,
                 runner,
                 svt_pairs,
-                False,
+                "violation",
                 f"incorrect variant; true cost {faulty.true_epsilon(name, eps, 1):g}",
             )
         )
@@ -282,7 +282,7 @@ def naive_svt2_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
                     epsilon,
                     _svt2(e1, e2, c, redraw),
                     tuple(svt2_patterns()),
-                    False,
+                    "probe",
                     f"SVT² ({variant}), c = {c}, claimed eps1 + eps2 (derived cost "
                     f"{svt2_epsilon(e1, e2, c, redraw=redraw):.3g})",
                 )

@@ -21,7 +21,7 @@ from mbeacon.privacy.audit.events import Event, candidate_events
 from mbeacon.privacy.audit.registry import AuditTarget, InputPair
 from mbeacon.privacy.audit.stats import dp_test_pvalue, epsilon_lower_bound, search_scores
 
-DEFAULT_RUNS = 200_000
+DEFAULT_RUNS = 100_000
 DEFAULT_SEED = 20261121
 SIGNIFICANCE = 0.05
 
@@ -36,7 +36,7 @@ class AuditResult:
     p_value: float
     epsilon_lower_bound: float
     confidence: float
-    correct: bool
+    expect: str
     inputs: str
     event: str
     counts: tuple[int, int]
@@ -55,7 +55,7 @@ class _Choice:
     p_value: float
 
 
-def _search(target: AuditTarget, runs: int, rng: np.random.Generator) -> _Choice:
+def _search(target: AuditTarget, runs: int, test_runs: int, rng: np.random.Generator) -> _Choice:
     """Find the (pair, direction, event) that looks most like a violation on a search sample."""
     best: _Choice | None = None
     for pair in target.inputs:
@@ -65,7 +65,7 @@ def _search(target: AuditTarget, runs: int, rng: np.random.Generator) -> _Choice
         ca = np.array([e.count(a) for e in events])
         cb = np.array([e.count(b) for e in events])
         for swapped, (c1, c2) in ((False, (ca, cb)), (True, (cb, ca))):
-            p = search_scores(c1, c2, target.claimed_epsilon)
+            p = search_scores(c1, c2, runs, test_runs, target.claimed_epsilon)
             i = int(np.argmin(p))
             if best is None or p[i] < best.p_value:
                 best = _Choice(pair, swapped, events[i], float(p[i]))
@@ -85,7 +85,7 @@ def audit_target(
 
     start = time.perf_counter()
     rng = np.random.default_rng(seed)  # noise-ok: reproducible audit, not a release
-    choice = _search(target, max(2_000, runs // 4), rng)
+    choice = _search(target, max(2_000, runs // 4), runs, rng)
     first, second = choice.pair.first, choice.pair.second
     if choice.swapped:
         first, second = second, first
@@ -101,7 +101,7 @@ def audit_target(
         p_value=p,
         epsilon_lower_bound=lower,
         confidence=confidence,
-        correct=target.correct,
+        expect=target.expect,
         inputs=direction,
         event=choice.event.description,
         counts=(c1, c2),

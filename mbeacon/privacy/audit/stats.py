@@ -31,18 +31,25 @@ def dp_test_pvalue(c1: int, c2: int, n1: int, n2: int, epsilon: float, rng: np.r
     return float(min(1.0, 2.0 * pvals.mean()))
 
 
-def search_scores(c1: np.ndarray, c2: np.ndarray, epsilon: float) -> np.ndarray:
-    """Approximate p-values of H0 ``p1 <= e^eps p2`` for many events at once (event search only).
+def search_scores(
+    c1: np.ndarray, c2: np.ndarray, n_search: int, n_test: int, epsilon: float, confidence: float = 0.99
+) -> np.ndarray:
+    """Rank candidate events by how likely the final test is to reject on them (event search only).
 
-    A normal approximation to the thinned-count test: ``z = (c1 e^-eps - c2) / sqrt(c1 e^-2eps + c2)``.
-    It only ranks candidate events; the reported p-value always comes from the exact test on a fresh
-    sample (:func:`dp_test_pvalue`).
+    Picking the event with the best raw score among hundreds overrates rare events (winner's curse).
+    So we take pessimistic proportions (Clopper-Pearson: ``p1`` low, ``p2`` high, at ``confidence``),
+    predict the normal-approximation z of the thinned-count test at the test sample size, and return
+    its one-sided p-value. The reported p-value always comes from the exact test on a fresh sample.
     """
     c1 = np.asarray(c1, dtype=np.float64)
     c2 = np.asarray(c2, dtype=np.float64)
+    tail = 1.0 - confidence
+    p1 = np.where(c1 > 0, stats.beta.ppf(tail, np.maximum(c1, 1), n_search - c1 + 1), 0.0)
+    p2 = np.where(c2 < n_search, stats.beta.ppf(1 - tail, c2 + 1, np.maximum(n_search - c2, 1)), 1.0)
     shrink = math.exp(-epsilon)
-    z = (c1 * shrink - c2) / np.sqrt(c1 * shrink**2 + c2 + 1.0)
-    return stats.norm.sf(z)
+    mean = n_test * (p1 * shrink - p2)
+    sd = np.sqrt(n_test * (p1 * shrink**2 + p2) + 1.0)
+    return stats.norm.sf(mean / sd)
 
 
 def epsilon_lower_bound(c1: int, c2: int, n1: int, n2: int, confidence: float = 0.95) -> float:
