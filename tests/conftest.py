@@ -6,9 +6,7 @@ import pytest
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--runslow", action="store_true", default=False, help="also run tests marked slow"
-    )
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

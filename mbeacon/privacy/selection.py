@@ -156,9 +156,13 @@ class TopKRelease:
         return len(self.items)
 
 
+def _check_k(k: int, kbar: int) -> None:
+    for name, value in (("k", k), ("kbar", kbar)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
 def _true_top(histogram: dict, kbar: int) -> tuple[list, np.ndarray, float]:
-    if kbar < 1:
-        raise ValueError("kbar must be >= 1")
     if not histogram:
         return [], np.empty(0), 0.0
     items = list(histogram)
@@ -192,6 +196,7 @@ def unknown_domain_top_k_restricted(
     plus the probability ``delta`` that an item outside the top ``kbar`` would have passed).
     """
     source = as_source(rng)
+    _check_k(k, kbar)
     if not (0 < delta < 1) or epsilon <= 0 or restricted_sensitivity < 1:
         raise ValueError("need epsilon > 0, 0 < delta < 1 and restricted_sensitivity >= 1")
     items, counts, h_next = _true_top(histogram, kbar)
@@ -219,6 +224,7 @@ def unknown_domain_top_k(
     ``epsilon``-bounded-range units and ``delta``; charge it to a :class:`PayWhatYouGet` budget.
     """
     source = as_source(rng)
+    _check_k(k, kbar)
     if not (0 < delta < 1) or epsilon <= 0:
         raise ValueError("need epsilon > 0 and 0 < delta < 1")
     items, counts, h_next = _true_top(histogram, kbar)
@@ -290,6 +296,7 @@ class PayWhatYouGet:
 
     def query(self, histogram: dict, k: int, kbar: int, rng: RNGLike = None) -> TopKRelease:
         """Run one Algorithm 2 query, asking for at most what the budget can still pay for."""
+        _check_k(k, kbar)
         if self.queries_left < 1 or self.units_left < 2:
             raise BudgetExhaustedError(
                 f"pay-what-you-get budget exhausted: {self.units_left} units and "

@@ -60,7 +60,7 @@ def _positive(name: str, value: float) -> float:
 def _check_c(c: int | None) -> int | None:
     if c is None:
         return None
-    if int(c) != c or c < 1:
+    if isinstance(c, bool) or not math.isfinite(c) or int(c) != c or c < 1:
         raise ValueError(f"c (the number of positives) must be an integer >= 1, got {c}")
     return int(c)
 
@@ -247,6 +247,7 @@ def numeric_sparse_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Batch form of :func:`numeric_sparse`."""
+    _require_lattice(answers, sensitivity)
     c = _check_c(c)
     epsilon = _positive("epsilon", epsilon)
     eps1, eps2 = 8 * epsilon / 9, 2 * epsilon / 9
@@ -283,7 +284,6 @@ def numeric_sparse(
     (counts with sensitivity 1), otherwise the noise would reveal their fractional part.
     Privacy cost: ``epsilon``-DP (``delta == 0``) or ``(epsilon, delta)``-DP.
     """
-    _require_lattice(answers, sensitivity)
     result = numeric_sparse_batch(
         answers, threshold, epsilon, c, delta=delta, sensitivity=sensitivity, rng=rng
     )
@@ -334,6 +334,8 @@ def generalized_svt_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Batch form of :func:`generalized_svt`."""
+    if epsilon3 > 0:
+        _require_lattice(answers, sensitivity)
     c = _check_c(c)
     epsilon1 = _positive("epsilon1", epsilon1)
     epsilon2 = _positive("epsilon2", epsilon2)
@@ -372,8 +374,6 @@ def generalized_svt(
     ``q_i + Lap(cD/eps3)`` when ``eps3 > 0``; halt after ``c`` positives.
     Privacy cost: ``(eps1 + eps2 + eps3)``-DP.
     """
-    if epsilon3 > 0:
-        _require_lattice(answers, sensitivity)
     result = generalized_svt_batch(
         answers,
         thresholds,

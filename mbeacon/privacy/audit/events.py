@@ -56,6 +56,15 @@ class Outputs:
         return np.where(released.any(axis=1), vals, np.nan)
 
 
+def decode_key(key: int, width: int) -> np.ndarray:
+    """Invert :func:`pattern_key` for a pattern of ``width`` outputs."""
+    digits = []
+    for _ in range(width):
+        key, digit = divmod(int(key), CODE_BASE)
+        digits.append(digit + CODE_MIN)
+    return np.array(digits[::-1], dtype=np.int64)
+
+
 def pattern_key(pattern: np.ndarray) -> int:
     """The integer key of an output pattern, as :meth:`Outputs.prefix_key` computes it."""
     key = 0
@@ -114,11 +123,11 @@ def candidate_events(a: Outputs, b: Outputs, max_patterns: int = 200) -> list[Ev
     codes = np.concatenate([a.codes, b.codes])
     if codes.min() < CODE_MIN or codes.max() >= CODE_MIN + CODE_BASE or codes.shape[1] > 15:
         raise ValueError("audit outputs must be codes in [-1, 14] and at most 15 wide")
-    patterns, counts = np.unique(codes, axis=0, return_counts=True)
-    order = np.argsort(-counts, kind="stable")[:max_patterns]
-    top_patterns = patterns[order]
-    events = [_pattern_event(p) for p in top_patterns]
     width = codes.shape[1]
+    keys, counts = np.unique(np.concatenate([a.prefix_key(width), b.prefix_key(width)]), return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:max_patterns]
+    top_patterns = [decode_key(k, width) for k in keys[order]]
+    events = [_pattern_event(p) for p in top_patterns]
     for p in top_patterns[: max_patterns // 4]:
         events.extend(_pattern_event(p, length) for length in range(1, width))
     for col in range(width):

@@ -52,7 +52,7 @@ class _Choice:
     pair: InputPair
     swapped: bool
     event: Event
-    p_value: float
+    score: float
 
 
 def _search(target: AuditTarget, runs: int, test_runs: int, rng: np.random.Generator) -> _Choice:
@@ -65,10 +65,10 @@ def _search(target: AuditTarget, runs: int, test_runs: int, rng: np.random.Gener
         ca = np.array([e.count(a) for e in events])
         cb = np.array([e.count(b) for e in events])
         for swapped, (c1, c2) in ((False, (ca, cb)), (True, (cb, ca))):
-            p = search_scores(c1, c2, runs, test_runs, target.claimed_epsilon)
-            i = int(np.argmin(p))
-            if best is None or p[i] < best.p_value:
-                best = _Choice(pair, swapped, events[i], float(p[i]))
+            z = search_scores(c1, c2, runs, test_runs, target.claimed_epsilon)
+            i = int(np.argmax(z))
+            if best is None or z[i] > best.score:
+                best = _Choice(pair, swapped, events[i], float(z[i]))
     assert best is not None
     return best
 

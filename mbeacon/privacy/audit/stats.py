@@ -39,7 +39,9 @@ def search_scores(
     Picking the event with the best raw score among hundreds overrates rare events (winner's curse).
     So we take pessimistic proportions (Clopper-Pearson: ``p1`` low, ``p2`` high, at ``confidence``),
     predict the normal-approximation z of the thinned-count test at the test sample size, and return
-    its one-sided p-value. The reported p-value always comes from the exact test on a fresh sample.
+    it (larger = more promising; unlike a p-value it does not saturate when nothing is significant,
+    so the search still finds the event with the largest ratio for the epsilon lower bound). The
+    reported p-value always comes from the exact test on a fresh sample.
     """
     c1 = np.asarray(c1, dtype=np.float64)
     c2 = np.asarray(c2, dtype=np.float64)
@@ -49,7 +51,7 @@ def search_scores(
     shrink = math.exp(-epsilon)
     mean = n_test * (p1 * shrink - p2)
     sd = np.sqrt(n_test * (p1 * shrink**2 + p2) + 1.0)
-    return stats.norm.sf(mean / sd)
+    return mean / sd
 
 
 def epsilon_lower_bound(c1: int, c2: int, n1: int, n2: int, confidence: float = 0.95) -> float:
