@@ -831,3 +831,33 @@ def test_true_epsilon(eps: float, c: int) -> None:
         assert faulty.true_epsilon(name, eps, c) == math.inf
     with pytest.raises(KeyError):
         faulty.true_epsilon("svt-sparse", eps, c)
+
+
+# --- Ding et al.'s free gap ------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    answers=st.lists(st.integers(0, 30), min_size=1, max_size=25),
+    c=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_free_gap_values_are_nonnegative_lattice_gaps_at_tops(answers, c, seed) -> None:
+    from mbeacon.privacy import svt_with_gap
+
+    res = svt_with_gap(np.array(answers, dtype=float), 10, 1.0, c, rng=seed)
+    tops = res.flags == 1
+    assert np.all(np.isnan(res.values[~tops]))
+    # TOP means q + nu >= T + rho, so the released gap q + nu - (T + rho) is >= 0 and an integer
+    assert np.all(res.values[tops] >= 0)
+    assert np.all(res.values[tops] == np.round(res.values[tops]))
+    assert tops.sum() <= c
+
+
+def test_free_gap_without_noise_is_the_true_gap() -> None:
+    from mbeacon.privacy import svt_with_gap_batch
+
+    answers = np.array([3.0, 12.0, 7.0, 25.0])
+    res = svt_with_gap_batch(answers, 10, 1e9, 2, runs=3, rng=0)
+    assert (res.flags == np.array([0, 1, 0, 1])).all()
+    assert np.allclose(res.values[:, [1, 3]], [12 - 10, 25 - 10])

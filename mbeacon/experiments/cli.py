@@ -8,10 +8,12 @@ figure into ``--out`` and prints a summary table; ``--json`` prints the results 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -35,10 +37,10 @@ def _summary_tables(results: dict[str, Any]) -> list[Table]:
     for setting, block in results["settings"].items():
         for key, label in (("f_measure", "F-measure"), ("ncs", "NCS")):
             title = f"{lyu_su_li.SETTING_TITLES[setting]} (ε = {block['epsilon']:g}): {label}"
-            table = Table(title=title, title_justify="left")
-            table.add_column("method", style="bold")
+            table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+            table.add_column("method \\ c", style="bold", no_wrap=True)
             for c in cs:
-                table.add_column(f"c={c}", justify="right")
+                table.add_column(str(c), justify="right", no_wrap=True)
             for method, values in block["methods"].items():
                 best = [max(v[key][i] for v in block["methods"].values()) for i in range(len(cs))]
                 cells = [
@@ -90,18 +92,25 @@ def _run_with_progress(config: lyu_su_li.ExperimentConfig, console: Console) -> 
     default=None,
     help=f"Repetitions per (method, c) point [default: {lyu_su_li.ExperimentConfig.runs}; 5 with --quick].",
 )
+@click.option(
+    "--records",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Number of Zipf records [default: 1,000,000; 100,000 with --quick]. More records, larger counts.",
+)
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed for data and noise.")
 @click.option(
     "--quick", is_flag=True, help="Tiny setting (100,000 records, 1,000 items, c = 10, 25, 50): seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
-def lyu_su_li_command(out_dir: Path, runs: int | None, seed: int, quick: bool, as_json: bool) -> None:
+def lyu_su_li_command(
+    out_dir: Path, runs: int | None, records: int | None, seed: int, quick: bool, as_json: bool
+) -> None:
     """Run the experiment, write its files and print the summary."""
     console = Console(stderr=as_json)
-    if quick:
-        config = lyu_su_li.quick_config(seed=seed, runs=runs)
-    else:
-        config = lyu_su_li.with_runs(lyu_su_li.ExperimentConfig(seed=seed), runs)
+    config = lyu_su_li.quick_config(seed=seed) if quick else lyu_su_li.ExperimentConfig(seed=seed)
+    overrides = {key: value for key, value in (("runs", runs), ("n_records", records)) if value is not None}
+    config = replace(config, **overrides)
     results = _run_with_progress(config, console)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "results.json"

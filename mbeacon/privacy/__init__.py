@@ -43,6 +43,8 @@ from mbeacon.privacy.sparse_vector import (
     sparse_batch,
     svt_retraversal,
     svt_retraversal_batch,
+    svt_with_gap,
+    svt_with_gap_batch,
 )
 from mbeacon.privacy.svt2 import (
     SVT2Params,
@@ -93,6 +95,8 @@ __all__ = [
     "svt2_step",
     "svt_retraversal",
     "svt_retraversal_batch",
+    "svt_with_gap",
+    "svt_with_gap_batch",
     "top_k",
     "top_k_batch",
     "uniform",

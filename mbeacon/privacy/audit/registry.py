@@ -230,6 +230,16 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             "one-shot Gumbel top-2 (= 2 peeled EMs at eps/2)",
         ),
     ]
+    out.append(
+        AuditTarget(
+            "svt-free-gap",
+            eps,
+            _numeric(sparse_vector.svt_with_gap_batch, epsilon=eps, c=1),
+            svt_pairs,
+            "pass",
+            "SVT releasing the noisy gap of each TOP (Ding et al. 2019)",
+        )
+    )
     for c in (1, 5):
         for redraw in (False, True):
             variant = "redraw" if redraw else "single"
