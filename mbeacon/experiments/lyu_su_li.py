@@ -436,6 +436,38 @@ def _run_cell(
     )
 
 
+def _run_setting(
+    setting: str,
+    config: ExperimentConfig,
+    counts: np.ndarray,
+    truths: list[GroundTruth],
+    rng: np.random.Generator,
+    on_step: StepCallback | None,
+) -> dict[str, Any]:
+    """All methods of one setting for every ``c``: per-method lists (over ``c``) of summaries."""
+    methods = method_names(config)[setting]
+    f: dict[str, list[np.ndarray]] = {m: [] for m in methods}
+    s: dict[str, list[np.ndarray]] = {m: [] for m in methods}
+    sizes: dict[str, list[np.ndarray]] = {m: [] for m in methods}
+    for truth in truths:
+        orders = random_orders(config.runs, config.n_items, rng)
+        for method in methods:
+            selected = _run_cell(setting, method, config, counts, truth, orders, rng)
+            fm, ns = batch_scores(selected, counts, truth)
+            f[method].append(fm)
+            s[method].append(ns)
+            sizes[method].append(selected.sum(axis=1))
+            if on_step is not None:
+                on_step(f"{SETTING_TITLES[setting]}, c={truth.c}, {method}")
+    epsilon = config.epsilon_interactive if setting == INTERACTIVE else config.epsilon_non_interactive
+    return {
+        "epsilon": epsilon,
+        "methods": {
+            m: {"description": _describe(m, config), **_summary(f[m], s[m], sizes[m])} for m in methods
+        },
+    }
+
+
 def run_experiment(
     config: ExperimentConfig | None = None, *, on_step: StepCallback | None = None
 ) -> dict[str, Any]:
@@ -446,36 +478,17 @@ def run_experiment(
     to advance a progress bar (:func:`count_steps` cells in all).
     """
     config = config or ExperimentConfig()
+    started = time.perf_counter()
     data_seed, noise_seed = np.random.SeedSequence(config.seed).spawn(2)
     data = make_zipf_data(
         config.n_records, config.n_items, config.zipf_exponent, np.random.default_rng(data_seed)
     )
     rng = np.random.default_rng(noise_seed)
-    names = method_names(config)
-    epsilons = {INTERACTIVE: config.epsilon_interactive, NON_INTERACTIVE: config.epsilon_non_interactive}
-    started = time.perf_counter()
     truths = [ground_truth(data.counts, c) for c in config.cs]
-    settings: dict[str, Any] = {}
-    for setting, methods in names.items():
-        f: dict[str, list[np.ndarray]] = {m: [] for m in methods}
-        s: dict[str, list[np.ndarray]] = {m: [] for m in methods}
-        sizes: dict[str, list[np.ndarray]] = {m: [] for m in methods}
-        for truth in truths:
-            orders = random_orders(config.runs, config.n_items, rng)
-            for method in methods:
-                selected = _run_cell(setting, method, config, data.counts, truth, orders, rng)
-                fm, ns = batch_scores(selected, data.counts, truth)
-                f[method].append(fm)
-                s[method].append(ns)
-                sizes[method].append(selected.sum(axis=1))
-                if on_step is not None:
-                    on_step(f"{SETTING_TITLES[setting]}, c={truth.c}, {method}")
-        settings[setting] = {
-            "epsilon": epsilons[setting],
-            "methods": {
-                m: {"description": _describe(m, config), **_summary(f[m], s[m], sizes[m])} for m in methods
-            },
-        }
+    settings = {
+        setting: _run_setting(setting, config, data.counts, truths, rng, on_step)
+        for setting in (INTERACTIVE, NON_INTERACTIVE)
+    }
     return {
         "paper": PAPER,
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
@@ -517,7 +530,10 @@ def plot_results(results: dict[str, Any], path: str | Path) -> Path:
         for col, (key, label) in enumerate(metrics):
             ax = axes[row, col]
             for i, (method, values) in enumerate(block["methods"].items()):
-                ax.plot(cs, values[key], marker=markers[i % len(markers)], label=_label(method), lw=1.8, ms=5)
+                style: dict[str, Any] = {"marker": markers[i % len(markers)], "lw": 1.8, "ms": 5}
+                if method == EM:  # the baseline stands out
+                    style.update(color="black", ls="--")
+                ax.plot(cs, values[key], label=_label(method), **style)
             ax.set_title(f"{SETTING_TITLES[setting]}, ε = {block['epsilon']:g}: {label}")
             ax.set_ylim(-0.02, 1.02)
             ax.set_xticks(cs)

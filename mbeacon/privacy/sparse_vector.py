@@ -17,6 +17,7 @@ Sources: Dwork and Roth's AboveThreshold/Sparse/NumericSparse (Roth's 2011 lectu
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -501,6 +502,15 @@ def svt_retraversal_batch(
             count[hit] += 1
         if np.all((count >= c) | chosen.all(axis=1)):
             break
+    else:
+        short = int(np.count_nonzero((count < c) & ~chosen.all(axis=1)))
+        if short:
+            warnings.warn(
+                f"svt_retraversal: {short} of {runs} runs hit max_passes={max_passes} with fewer than "
+                f"c={c} items selected (the threshold increment may be too high for this budget)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return picked
 
 
@@ -521,7 +531,8 @@ def svt_retraversal(
 
     Runs one generalised SVT over the stream "all not-yet-selected items, again and again" against
     the raised threshold ``threshold + increment`` until ``c`` items are selected (or ``max_passes``
-    passes). Returns the selected item indices in selection order.
+    passes, with a RuntimeWarning: the cap is data-independent, so stopping early is still private, but
+    the caller should know). Returns the selected item indices in selection order.
     Privacy cost: ``(eps1 + eps2)``-DP: it is one SVT run (one threshold noise, ``c`` positives)
     whose query stream is chosen from public information only (which items were already selected).
     """
