@@ -861,3 +861,11 @@ def test_free_gap_without_noise_is_the_true_gap() -> None:
     res = svt_with_gap_batch(answers, 10, 1e9, 2, runs=3, rng=0)
     assert (res.flags == np.array([0, 1, 0, 1])).all()
     assert np.allclose(res.values[:, [1, 3]], [12 - 10, 25 - 10])
+
+
+def test_retraversal_warns_when_capped() -> None:
+    from mbeacon.privacy import svt_retraversal
+
+    with pytest.warns(RuntimeWarning, match="max_passes=3"):
+        picked = svt_retraversal(np.zeros(5), 1000, 0.5, 0.5, 2, increment=0, max_passes=3, rng=1)
+    assert picked.size < 2
