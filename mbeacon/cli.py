@@ -170,16 +170,16 @@ def audit(
         sys.exit(1)
 
 
-def _register_optional_commands() -> None:
-    """Attach command groups that live in their own modules."""
-    try:
-        from mbeacon.experiments.cli import experiment
-    except ImportError:  # pragma: no cover - the experiments package is part of the install
-        return
-    main.add_command(experiment)
+def _register_commands() -> None:
+    """Attach the command groups that live beside the code they drive."""
+    from mbeacon.experiments.cli import experiment
+    from mbeacon.store.cli import datasets, ingest
+
+    for command in (ingest, datasets, experiment):
+        main.add_command(command)
 
 
-_register_optional_commands()
+_register_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

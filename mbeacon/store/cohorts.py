@@ -1,0 +1,413 @@
+"""The HDF5 cohort store: several cohorts (Beacon datasets) in one store directory.
+
+Layout of a store directory::
+
+    STORE/datasets/<id>.h5        one file per cohort, published atomically (see atomic.py)
+    STORE/priors/<name>/v<k>.h5   population priors (priors.py)
+    STORE/.staging/               files being written; nothing reads here
+
+Layout of a cohort file, chosen for the beacon's hot path (read a few probe rows across all patients):
+
+* ``/beta``: float32, probes x patients, NaN = missing, **uncompressed row chunks** of
+  ``CHUNK_ROWS`` probes x all patients, chunks aligned to 4 KiB. Rows are streamed in during ingest
+  (the dataset grows chunk by chunk, so the number of probes need not be known in advance). For
+  reading, the chunk offsets are looked up once and the file is memory-mapped, so a probe row is a
+  plain memory read from the page cache, with no HDF5 call per query (``benchmarks/bench_store.py``
+  measures this against h5py reads and an in-memory array).
+* ``/probe_ids``, ``/sample_ids``: fixed-length ASCII; ``/probe_order``: the argsort of the probe ids
+  for vectorised lookups; optional ``/chromosome`` and ``/position`` from a manifest.
+* attributes: id, name, description, tissue, disease, assembly, created, source file, checksum
+  (SHA-256 of ids and values), patients, probes, missing fraction, value range, format version.
+
+Readers open files lazily in the process that reads them (after a gunicorn fork) and never write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from mbeacon.store import atomic
+from mbeacon.store.errors import DataError, IngestError
+
+FORMAT_VERSION = 1
+CHUNK_ROWS = 256
+ALIGNMENT = 4096
+ID_BYTES = 64
+_DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What the store says about a cohort (all of it public metadata)."""
+
+    id: str
+    name: str
+    patients: int
+    probes: int
+    missing_fraction: float
+    value_min: float
+    value_max: float
+    description: str = ""
+    tissue: str = ""
+    disease: str = ""
+    assembly: str = ""
+    created: str = ""
+    source_file: str = ""
+    source_format: str = ""
+    checksum: str = ""
+    has_positions: bool = False
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Metadata:
+    """Descriptive metadata an operator gives at ingest."""
+
+    name: str = ""
+    description: str = ""
+    tissue: str = ""
+    disease: str = ""
+    assembly: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Manifest:
+    """Probe positions from an Illumina manifest (probe id -> chromosome, position)."""
+
+    def __init__(self, probe_ids: np.ndarray, chromosome: np.ndarray, position: np.ndarray) -> None:
+        order = np.argsort(probe_ids)
+        self.probe_ids = probe_ids[order]
+        self.chromosome = chromosome[order]
+        self.position = position[order]
+
+    def lookup(self, probe_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Chromosome and position of each probe ('' and -1 where the manifest lacks it)."""
+        idx = np.searchsorted(self.probe_ids, probe_ids)
+        idx = np.minimum(idx, max(len(self.probe_ids) - 1, 0))
+        found = (self.probe_ids[idx] == probe_ids) if len(self.probe_ids) else np.zeros(len(probe_ids), bool)
+        chrom = np.where(found, self.chromosome[idx] if len(self.probe_ids) else b"", b"")
+        pos = np.where(found, self.position[idx] if len(self.probe_ids) else -1, -1)
+        return chrom.astype(f"S{ID_BYTES}"), pos.astype(np.int64)
+
+
+def check_dataset_id(dataset_id: str) -> str:
+    if not _DATASET_ID.match(dataset_id or ""):
+        raise DataError(
+            f"invalid dataset id {dataset_id!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return dataset_id
+
+
+def _encode_ids(ids: Iterable[str], what: str, path: str) -> np.ndarray:
+    encoded = []
+    for i in ids:
+        raw = str(i).encode("utf-8")
+        if len(raw) > ID_BYTES:
+            raise IngestError(f"{what} id {i!r} is longer than {ID_BYTES} bytes", path=path)
+        encoded.append(raw)
+    return np.array(encoded, dtype=f"S{ID_BYTES}")
+
+
+class CohortStore:
+    """A directory of cohorts and priors. Creating it is idempotent."""
+
+    def __init__(self, root: str | Path, *, create: bool = False) -> None:
+        self.root = Path(root)
+        if create:
+            (self.root / "datasets").mkdir(parents=True, exist_ok=True)
+        elif not (self.root / "datasets").is_dir():
+            raise DataError(f"{self.root}: not an MBeacon store (no datasets/ folder); ingest creates one")
+
+    def path_of(self, dataset_id: str) -> Path:
+        return self.root / "datasets" / f"{check_dataset_id(dataset_id)}.h5"
+
+    def ids(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "datasets").glob("*.h5"))
+
+    def info(self, dataset_id: str) -> DatasetInfo:
+        path = self.path_of(dataset_id)
+        if not path.exists():
+            raise DataError(f"no dataset {dataset_id!r} in store {self.root}")
+        with h5py.File(path, "r") as f:
+            return _info_from_attrs(f.attrs)
+
+    def list(self) -> list[DatasetInfo]:
+        return [self.info(i) for i in self.ids()]
+
+    def open(self, dataset_id: str) -> Cohort:
+        path = self.path_of(dataset_id)
+        if not path.exists():
+            raise DataError(f"no dataset {dataset_id!r} in store {self.root}")
+        return Cohort(path)
+
+    def remove(self, dataset_id: str) -> None:
+        path = self.path_of(dataset_id)
+        if not path.exists():
+            raise DataError(f"no dataset {dataset_id!r} in store {self.root}")
+        atomic.remove(self.root, path)
+
+    def write(
+        self,
+        dataset_id: str,
+        samples: list[str],
+        batches: Iterable[tuple[list[str], np.ndarray]],
+        *,
+        metadata: Metadata | None = None,
+        source_file: str = "",
+        source_format: str = "",
+        manifest: Manifest | None = None,
+        replace: bool = False,
+        on_rows: Callable[[int], None] | None = None,
+    ) -> DatasetInfo:
+        """Stream ``(probe_ids, values)`` batches into a new cohort and publish it atomically.
+
+        Nothing is visible in the store until every batch has been written and checked; any error
+        (bad input, full disk, a kill) leaves the store exactly as it was.
+        """
+        dest = self.path_of(dataset_id)
+        if dest.exists() and not replace:
+            raise DataError(f"dataset {dataset_id!r} already exists in {self.root} (remove it first)")
+        metadata = metadata or Metadata()
+        sample_ids = _encode_ids(samples, "sample", source_file)
+        if len(set(sample_ids.tolist())) != len(sample_ids):
+            raise IngestError("duplicate sample ids", path=source_file)
+        n = len(sample_ids)
+        if n == 0:
+            raise IngestError("the matrix has no samples", path=source_file)
+        # h5py closes the file before publish() flushes and renames it (contexts exit in reverse)
+        with (
+            atomic.publish(self.root, dest) as temp,
+            h5py.File(temp, "w", alignment_threshold=1, alignment_interval=ALIGNMENT) as f,
+        ):
+            stats = _write_matrix(f, n, batches, source_file, on_rows)
+            probe_ids = stats.pop("probe_ids")
+            f.create_dataset("probe_ids", data=probe_ids, compression="gzip", shuffle=True)
+            f.create_dataset("probe_order", data=np.argsort(probe_ids, kind="stable").astype(np.int64))
+            f.create_dataset("sample_ids", data=sample_ids)
+            if manifest is not None:
+                chrom, pos = manifest.lookup(probe_ids)
+                f.create_dataset("chromosome", data=chrom, compression="gzip")
+                f.create_dataset("position", data=pos, compression="gzip")
+            attrs = {
+                "format_version": FORMAT_VERSION,
+                "id": dataset_id,
+                "name": metadata.name or dataset_id,
+                "description": metadata.description,
+                "tissue": metadata.tissue,
+                "disease": metadata.disease,
+                "assembly": metadata.assembly,
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                "source_file": source_file,
+                "source_format": source_format,
+                "extra": json.dumps(metadata.extra),
+                "has_positions": manifest is not None,
+                **stats,
+            }
+            f.attrs.update(attrs)
+        return self.info(dataset_id)
+
+
+def _write_matrix(
+    f: h5py.File,
+    n_samples: int,
+    batches: Iterable[tuple[list[str], np.ndarray]],
+    source_file: str,
+    on_rows: Callable[[int], None] | None,
+) -> dict:
+    beta = f.create_dataset(
+        "beta",
+        shape=(0, n_samples),
+        maxshape=(None, n_samples),
+        chunks=(CHUNK_ROWS, n_samples),
+        dtype="f4",
+        fillvalue=np.nan,
+    )
+    digest = hashlib.sha256()
+    probe_ids: list[bytes] = []
+    missing = 0
+    lo, hi = np.inf, -np.inf
+    for ids, values in batches:
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        if values.ndim != 2 or values.shape != (len(ids), n_samples):
+            raise IngestError(
+                f"a batch of shape {values.shape} does not match {len(ids)} probes x {n_samples} samples",
+                path=source_file,
+            )
+        if not len(ids):
+            continue
+        start = beta.shape[0]
+        beta.resize(start + len(ids), axis=0)
+        beta[start:] = values
+        encoded = _encode_ids(ids, "probe", source_file)
+        probe_ids.extend(encoded.tolist())
+        digest.update(encoded.tobytes())
+        digest.update(values.tobytes())
+        nan = np.isnan(values)
+        missing += int(nan.sum())
+        if not nan.all():
+            lo = min(lo, float(np.nanmin(values)))
+            hi = max(hi, float(np.nanmax(values)))
+        if on_rows is not None:
+            on_rows(len(ids))
+    rows = beta.shape[0]
+    if rows == 0:
+        raise IngestError("the matrix has no probe rows", path=source_file)
+    ids_array = np.array(probe_ids, dtype=f"S{ID_BYTES}")
+    if len(np.unique(ids_array)) != rows:
+        raise IngestError("duplicate probe ids", path=source_file)
+    return {
+        "probe_ids": ids_array,
+        "patients": n_samples,
+        "probes": rows,
+        "missing_fraction": missing / (rows * n_samples),
+        "value_min": lo if np.isfinite(lo) else np.nan,
+        "value_max": hi if np.isfinite(hi) else np.nan,
+        "checksum": "sha256:" + digest.hexdigest(),
+    }
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _info_from_attrs(attrs: h5py.AttributeManager) -> DatasetInfo:
+    return DatasetInfo(
+        id=_text(attrs["id"]),
+        name=_text(attrs["name"]),
+        patients=int(attrs["patients"]),
+        probes=int(attrs["probes"]),
+        missing_fraction=float(attrs["missing_fraction"]),
+        value_min=float(attrs["value_min"]),
+        value_max=float(attrs["value_max"]),
+        description=_text(attrs.get("description", "")),
+        tissue=_text(attrs.get("tissue", "")),
+        disease=_text(attrs.get("disease", "")),
+        assembly=_text(attrs.get("assembly", "")),
+        created=_text(attrs.get("created", "")),
+        source_file=_text(attrs.get("source_file", "")),
+        source_format=_text(attrs.get("source_format", "")),
+        checksum=_text(attrs.get("checksum", "")),
+        has_positions=bool(attrs.get("has_positions", False)),
+    )
+
+
+class Cohort:
+    """Read-only access to one cohort; opens its file lazily, once per process.
+
+    After a ``fork`` the child re-opens the file on first use (HDF5 handles and memory maps are not
+    shared across processes).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._pid: int | None = None
+
+    # --- lazy, per-process opening ---------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._pid == os.getpid():
+            return
+        with h5py.File(self.path, "r") as f:
+            self.info = _info_from_attrs(f.attrs)
+            self._probe_ids = f["probe_ids"][...]
+            self._probe_order = f["probe_order"][...]
+            self._sample_ids = f["sample_ids"][...]
+            beta = f["beta"]
+            self._shape = beta.shape
+            self._row_starts = _memmap_row_starts(beta)
+        words = self.path.stat().st_size // 4
+        self._map = (
+            np.memmap(self.path, dtype=np.float32, mode="r", shape=(words,))
+            if self._row_starts is not None
+            else None
+        )
+        self._h5 = None if self._map is not None else h5py.File(self.path, "r")
+        self._pid = os.getpid()
+
+    @property
+    def n_probes(self) -> int:
+        self._ensure_open()
+        return self._shape[0]
+
+    @property
+    def n_patients(self) -> int:
+        self._ensure_open()
+        return self._shape[1]
+
+    @property
+    def probe_ids(self) -> np.ndarray:
+        self._ensure_open()
+        return self._probe_ids.astype(str)
+
+    @property
+    def sample_ids(self) -> np.ndarray:
+        self._ensure_open()
+        return self._sample_ids.astype(str)
+
+    def probe_index(self, probe_ids: Iterable[str] | np.ndarray) -> np.ndarray:
+        """Row of each probe id (-1 where the cohort lacks it), vectorised."""
+        self._ensure_open()
+        wanted = np.asarray(list(probe_ids) if not isinstance(probe_ids, np.ndarray) else probe_ids)
+        wanted = wanted.astype(f"S{ID_BYTES}")
+        sorted_ids = self._probe_ids[self._probe_order]
+        pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
+        found = sorted_ids[pos] == wanted
+        return np.where(found, self._probe_order[pos], -1)
+
+    def rows(self, index: np.ndarray | list[int]) -> np.ndarray:
+        """Beta values of the given probe rows across all patients (float32, NaN missing)."""
+        self._ensure_open()
+        idx = np.asarray(index, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._shape[0]):
+            raise IndexError("probe row out of range")
+        if self._map is not None:
+            starts = self._row_starts[idx // CHUNK_ROWS] + (idx % CHUNK_ROWS) * self._shape[1]
+            return self._map[starts[:, None] + np.arange(self._shape[1])]
+        order = np.argsort(idx)
+        out = np.empty((idx.size, self._shape[1]), dtype=np.float32)
+        out[order] = self._h5["beta"][np.unique(idx)][np.searchsorted(np.unique(idx), idx[order])]
+        return out
+
+    def count_in_range(self, index: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``alpha``: patients with a non-missing value in ``[lo, hi]`` at each probe row."""
+        values = self.rows(index)
+        lo = np.asarray(lo, dtype=np.float32).reshape(-1, 1)
+        hi = np.asarray(hi, dtype=np.float32).reshape(-1, 1)
+        return np.count_nonzero((values >= lo) & (values <= hi), axis=1)
+
+    def blocks(self, block_rows: int = 65_536) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Stream ``(probe_ids, values)`` in file order, ``block_rows`` rows at a time."""
+        self._ensure_open()
+        for start in range(0, self._shape[0], block_rows):
+            stop = min(start + block_rows, self._shape[0])
+            yield self._probe_ids[start:stop].astype(str), self.rows(np.arange(start, stop))
+
+
+def _memmap_row_starts(beta: h5py.Dataset) -> np.ndarray | None:
+    """Float32 offset of the first value of each chunk, or None if the layout cannot be mapped."""
+    chunks = beta.chunks
+    if chunks is None or chunks[1] != beta.shape[1] or beta.compression is not None or beta.dtype != "f4":
+        return None
+    n_chunks = -(-beta.shape[0] // chunks[0])
+    starts = np.empty(n_chunks, dtype=np.int64)
+    for info_index in range(beta.id.get_num_chunks()):
+        info = beta.id.get_chunk_info(info_index)
+        if info.byte_offset is None or info.byte_offset % 4 or info.filter_mask:
+            return None
+        starts[info.chunk_offset[0] // chunks[0]] = info.byte_offset // 4
+    if beta.id.get_num_chunks() != n_chunks:
+        return None  # unallocated chunks (never written): read through h5py instead
+    return starts
