@@ -1,0 +1,216 @@
+"""The cohort store: ingest against pandas' parse, and random probe-row reads against the ceiling.
+
+* **Ingest**: a GEO series matrix of 485,577 probes x 200 patients (the 450K array), generated once
+  and cached in ``benchmarks/.cache``. Ours: ``mbeacon ingest`` (parse, validate, write HDF5, publish);
+  baseline: ``pandas.read_csv`` of the same table alone. Each runs in its own subprocess so that its
+  peak RSS (``ru_maxrss``) is its own. Targets: ours <= 1.0x pandas' time, peak RSS <= 1.5x the float32
+  matrix.
+* **Reads**: 1,000 random probe rows across all patients of a 485,577 x 1,000 cohort. Ours: the store's
+  memory-mapped row chunks (``Cohort.rows``); baselines side by side: h5py fancy indexing on the same
+  file (what a plain HDF5 layout gives) and an in-memory numpy array (the ceiling). Target >= 20,000
+  rows/s per process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import Result, speed_ratio, time_interleaved
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+PROBES = 485_577
+INGEST_PATIENTS = 200
+READ_PATIENTS = 1_000
+
+
+def _write_geo(path: Path, probes: int, patients: int) -> None:
+    """A realistic GEO series matrix (quoted ids, tab-separated, 6-decimal betas, some missing)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    rng = np.random.default_rng(1)  # noise-ok: benchmark input
+    samples = [f"GSM{9_000_000 + j}" for j in range(patients)]
+    tmp = path.with_suffix(".part")
+    with tmp.open("wb") as out:
+        out.write(b'!Series_title\t"mbeacon benchmark cohort"\n!Series_geo_accession\t"GSE0"\n')
+        out.write(b'!Series_platform_id\t"GPL13534"\n')
+        out.write(("!Sample_geo_accession\t" + "\t".join(f'"{s}"' for s in samples) + "\n").encode())
+        out.write(b"!series_matrix_table_begin\n")
+        out.write(("\t".join(['"ID_REF"', *(f'"{s}"' for s in samples)]) + "\n").encode())
+        for start in range(0, probes, 50_000):
+            stop = min(start + 50_000, probes)
+            values = np.round(rng.beta(0.6, 0.6, size=(stop - start, patients)), 6)
+            values[rng.random(values.shape) < 0.002] = np.nan
+            table = pa.table(
+                {"ID_REF": [f"cg{i:08d}" for i in range(start, stop)]}
+                | {s: pa.array(values[:, j], from_pandas=True) for j, s in enumerate(samples)}
+            )
+            buf = pa.BufferOutputStream()
+            pacsv.write_csv(
+                table, buf, pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="needed")
+            )
+            text = buf.getvalue().to_pybytes().decode()
+            rows = [
+                '"' + line.split("\t", 1)[0].strip('"') + '"\t' + line.split("\t", 1)[1]
+                for line in text.splitlines()
+            ]
+            out.write(("\n".join(rows) + "\n").encode())
+        out.write(b"!series_matrix_table_end\n")
+    tmp.replace(path)
+
+
+def _geo_file(probes: int, patients: int) -> Path:
+    CACHE.mkdir(exist_ok=True)
+    path = CACHE / f"series_matrix_{probes}x{patients}.txt"
+    if not path.exists():
+        _write_geo(path, probes, patients)
+    return path
+
+
+_OURS = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from mbeacon.store.ingest import ingest
+    start = time.perf_counter()
+    info = ingest(sys.argv[1], sys.argv[2], "bench", format="geo", replace=True)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "probes": info.probes, "patients": info.patients}))
+    """
+)
+
+_PANDAS = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import pandas as pd
+    start = time.perf_counter()
+    with open(sys.argv[1]) as handle:
+        skip = next(i for i, line in enumerate(handle) if line.startswith("!series_matrix_table_begin")) + 1
+    frame = pd.read_csv(sys.argv[1], sep="\\t", skiprows=skip, index_col=0, comment="!")
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "probes": len(frame), "patients": frame.shape[1]}))
+    """
+)
+
+
+def _run(script: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _ingest(quick: bool) -> list[Result]:
+    probes = 20_000 if quick else PROBES
+    path = _geo_file(probes, INGEST_PATIENTS)
+    with tempfile.TemporaryDirectory() as store:
+        rounds = 1 if quick else 2
+        ours = [_run(_OURS, str(path), store) for _ in range(rounds)]
+        base = [_run(_PANDAS, str(path)) for _ in range(rounds)]
+    t_ours = min(r["seconds"] for r in ours)
+    t_base = min(r["seconds"] for r in base)
+    matrix_mb = probes * INGEST_PATIENTS * 4 / 1e6
+    rss_ours = max(r["rss_kb"] for r in ours) / 1e3
+    rss_base = max(r["rss_kb"] for r in base) / 1e3
+    ratio = speed_ratio(t_ours, t_base, "s")
+    size = f"{probes:,} x {INGEST_PATIENTS} GEO series matrix ({path.stat().st_size / 1e6:.0f} MB text)"
+    return [
+        Result(
+            "store: ingest (parse + validate + HDF5 write)",
+            t_ours,
+            t_base,
+            "s",
+            ratio,
+            "<= 1.0x pandas' parse",
+            ratio is not None and ratio >= 1.0,
+            baseline_name="pandas.read_csv alone",
+            note=f"{size}; best of {rounds} runs each, subprocesses",
+        ),
+        Result(
+            "store: ingest peak RSS",
+            rss_ours,
+            rss_base,
+            "MB",
+            None,
+            f"<= 1.5x the float32 matrix ({1.5 * matrix_mb:.0f} MB)",
+            rss_ours <= 1.5 * matrix_mb,
+            baseline_name="pandas.read_csv peak RSS",
+            note=f"float32 matrix {matrix_mb:.0f} MB; ru_maxrss of each subprocess",
+        ),
+    ]
+
+
+def _reads(quick: bool) -> list[Result]:
+    import h5py
+
+    from mbeacon.store.cohorts import CohortStore
+
+    probes = 50_000 if quick else PROBES
+    rng = np.random.default_rng(2)  # noise-ok: benchmark input
+    with tempfile.TemporaryDirectory() as root:
+        store = CohortStore(root, create=True)
+        block = 32_768
+
+        def batches():
+            for start in range(0, probes, block):
+                stop = min(start + block, probes)
+                ids = [f"cg{i:08d}" for i in range(start, stop)]
+                yield ids, rng.random((stop - start, READ_PATIENTS), dtype=np.float32)
+
+        store.write("reads", [f"S{j}" for j in range(READ_PATIENTS)], batches())
+        cohort = store.open("reads")
+        in_memory = cohort.rows(np.arange(probes))
+        handle = h5py.File(store.path_of("reads"), "r")
+        beta = handle["beta"]
+        queries = [rng.integers(0, probes, 1_000) for _ in range(64)]
+        state = {"i": 0}
+
+        def next_query() -> np.ndarray:
+            state["i"] = (state["i"] + 1) % len(queries)
+            return queries[state["i"]]
+
+        timing = time_interleaved(
+            {
+                "ours": lambda: cohort.rows(next_query()),
+                "h5py": lambda: beta[np.unique(next_query())],
+                "memory": lambda: in_memory[next_query()],
+            },
+            repeats=7 if not quick else 3,
+        )
+        handle.close()
+    per = {k: 1_000 / t.median for k, t in timing.items()}
+    size = f"{probes:,} x {READ_PATIENTS:,} cohort, 1,000 random probes per call, median of rounds"
+    return [
+        Result(
+            "store: random probe rows (memory-mapped row chunks)",
+            per["ours"],
+            per["memory"],
+            "rows/s",
+            speed_ratio(per["ours"], per["memory"], "rows/s"),
+            ">= 20,000 rows/s",
+            per["ours"] >= 20_000,
+            baseline_name="in-memory numpy array (ceiling)",
+            note=size,
+        ),
+        Result(
+            "store: same reads through h5py fancy indexing",
+            per["h5py"],
+            per["ours"],
+            "rows/s",
+            speed_ratio(per["h5py"], per["ours"], "rows/s"),
+            "for the record (layout choice)",
+            None,
+            baseline_name="ours (memory map)",
+            note="the same file and chunks read through h5py",
+        ),
+    ]
+
+
+def run(quick: bool) -> list[Result]:
+    return _reads(quick) + _ingest(quick)
