@@ -84,9 +84,11 @@ class Metadata:
 
 
 class Manifest:
-    """Probe positions from an Illumina manifest (probe id -> chromosome, position)."""
+    """Probe positions from an Illumina manifest (probe id -> chromosome, position); never empty."""
 
     def __init__(self, probe_ids: np.ndarray, chromosome: np.ndarray, position: np.ndarray) -> None:
+        if len(probe_ids) == 0:
+            raise ValueError("a manifest needs at least one probe")
         order = np.argsort(probe_ids)
         self.probe_ids = probe_ids[order]
         self.chromosome = chromosome[order]
@@ -94,12 +96,10 @@ class Manifest:
 
     def lookup(self, probe_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Chromosome and position of each probe ('' and -1 where the manifest lacks it)."""
-        idx = np.searchsorted(self.probe_ids, probe_ids)
-        idx = np.minimum(idx, max(len(self.probe_ids) - 1, 0))
-        found = (self.probe_ids[idx] == probe_ids) if len(self.probe_ids) else np.zeros(len(probe_ids), bool)
-        chrom = np.where(found, self.chromosome[idx] if len(self.probe_ids) else b"", b"")
-        pos = np.where(found, self.position[idx] if len(self.probe_ids) else -1, -1)
-        return chrom.astype(f"S{ID_BYTES}"), pos.astype(np.int64)
+        idx = np.minimum(np.searchsorted(self.probe_ids, probe_ids), len(self.probe_ids) - 1)
+        found = self.probe_ids[idx] == probe_ids
+        chrom = np.where(found, self.chromosome[idx], b"").astype(f"S{ID_BYTES}")
+        return chrom, np.where(found, self.position[idx], -1).astype(np.int64)
 
 
 def check_dataset_id(dataset_id: str) -> str:
