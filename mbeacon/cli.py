@@ -174,8 +174,9 @@ def _register_commands() -> None:
     """Attach the command groups that live beside the code they drive."""
     from mbeacon.experiments.cli import experiment
     from mbeacon.store.cli import datasets, ingest
+    from mbeacon.store.prior_cli import prior
 
-    for command in (ingest, datasets, experiment):
+    for command in (ingest, datasets, prior, experiment):
         main.add_command(command)
 
 

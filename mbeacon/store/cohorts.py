@@ -321,7 +321,7 @@ class Cohort:
         if self._pid == os.getpid():
             return
         with h5py.File(self.path, "r") as f:
-            self.info = _info_from_attrs(f.attrs)
+            self._info = _info_from_attrs(f.attrs)
             self._probe_ids = f["probe_ids"][...]
             self._probe_order = f["probe_order"][...]
             self._sample_ids = f["sample_ids"][...]
@@ -336,6 +336,11 @@ class Cohort:
         )
         self._h5 = None if self._map is not None else h5py.File(self.path, "r")
         self._pid = os.getpid()
+
+    @property
+    def info(self) -> DatasetInfo:
+        self._ensure_open()
+        return self._info
 
     @property
     def n_probes(self) -> int:
