@@ -175,8 +175,9 @@ def _register_commands() -> None:
     from mbeacon.experiments.cli import experiment
     from mbeacon.store.cli import datasets, ingest
     from mbeacon.store.prior_cli import prior
+    from mbeacon.store.simulate_cli import simulate
 
-    for command in (ingest, datasets, prior, experiment):
+    for command in (ingest, datasets, prior, simulate, experiment):
         main.add_command(command)
 
 
