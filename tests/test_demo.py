@@ -38,3 +38,13 @@ def test_demo_is_deterministic_and_built_once(tmp_path: Path):
     again = ensure_demo(tmp_path / "a")
     assert CohortStore(again.store).path_of(again.dataset).stat().st_mtime_ns == stamp
     assert [p["version"] for p in list_priors(again.store)] == [1]  # no second prior version
+
+
+def test_demo_data_command(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from mbeacon.cli import main
+
+    result = CliRunner().invoke(main, ["demo-data", "--data-dir", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    assert "demo-cohort" in result.output and (tmp_path / "demo" / "store" / "datasets").is_dir()

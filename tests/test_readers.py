@@ -334,7 +334,7 @@ def test_refusals_name_line_and_column(
     assert error.path == str(path)
     assert (error.line, error.column) == (line, column)
     assert message in error.message
-    assert str(error).startswith(f"{path}:{line}" if line else str(path))
+    assert str(error).startswith(f"{path}, line {line}" if line else str(path))
 
 
 def test_gdc_sheet_row_without_its_file() -> None:

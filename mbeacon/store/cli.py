@@ -179,3 +179,23 @@ def remove_dataset(store: Path, dataset_id: str, yes: bool) -> None:
         click.confirm(f"Remove dataset {dataset_id!r} from {store}?", abort=True)
     target.remove(dataset_id)
     click.echo(f"removed {dataset_id!r}")
+
+
+@click.command("demo-data")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/demo"),
+    show_default=True,
+    help="Where the demo store and its simulated source files go.",
+)
+@reports_data_errors
+def demo_data(data_dir: Path) -> None:
+    """Build the small deterministic demo cohort and prior (once; a few seconds)."""
+    from mbeacon.store.demo import ensure_demo
+
+    demo = ensure_demo(data_dir)
+    click.echo(
+        f"demo store: {demo.store}\n  dataset: {demo.dataset}\n  prior:   {demo.prior}\n"
+        f"  simulated source files (members, non-members, re-measurements, truth): {demo.simulation}"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class DataError(Exception):
-    """Bad input (a malformed file, an unknown dataset): reported as ``path:line:column: message``.
+    """Bad input (a malformed file, an unknown dataset): ``path, line L, column C: message``.
 
     The CLI prints it without a traceback and exits with status 2; nothing in the store has changed.
     """
@@ -24,11 +24,12 @@ class DataError(Exception):
         self.column = column
 
     def __str__(self) -> str:
-        where = [str(part) for part in (self.path, self.line) if part is not None]
-        location = ":".join(where)
+        parts = [str(self.path)] if self.path is not None else []
+        if self.line is not None:
+            parts.append(f"line {self.line}")
         if self.column is not None:
-            location += f"{', ' if location else ''}column {self.column}"
-        return f"{location}: {self.message}" if location else self.message
+            parts.append(f"column {self.column}")
+        return f"{', '.join(parts)}: {self.message}" if parts else self.message
 
 
 class IngestError(DataError):
