@@ -16,6 +16,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _stats import pooled_chisquare
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -42,24 +43,6 @@ P_FLOOR = 1e-4
 HUGE_EPS = 1e12
 RUNS = 50_000
 SCORES = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 5.0, -2.0])
-
-
-def _pooled_chisquare(observed: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """Chi-square goodness-of-fit p-value, pooling the bins that expect fewer than 5 counts."""
-    observed = np.asarray(observed, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert probs.sum() == pytest.approx(1.0, abs=1e-9)
-    expected = probs * observed.sum()
-    small = expected < min_expected
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    if exp[-1] < min_expected:
-        j = int(np.argmin(exp[:-1]))
-        obs[j] += obs[-1]
-        exp[j] += exp[-1]
-        obs, exp = obs[:-1], exp[:-1]
-    assert exp.size >= 2
-    return float(stats.chisquare(obs, exp).pvalue)
 
 
 def softmax(scores: np.ndarray, temperature_inv: float) -> np.ndarray:
@@ -114,17 +97,17 @@ def test_exponential_mechanism_matches_softmax(eps: float, sensitivity: float, m
     kwargs = {"sensitivity": sensitivity, "monotonic": monotonic}
     picks = exponential_mechanism_batch(SCORES, eps, runs=RUNS, rng=SEED, **kwargs)
     assert picks.shape == (RUNS,)
-    assert _pooled_chisquare(np.bincount(picks, minlength=SCORES.size), probs) > P_FLOOR
+    assert pooled_chisquare(np.bincount(picks, minlength=SCORES.size), probs) > P_FLOOR
     gen = np.random.default_rng(SEED + 1)
     single = [exponential_mechanism(SCORES, eps, rng=gen, **kwargs) for _ in range(3000)]
     assert all(type(i) is int for i in single)
-    assert _pooled_chisquare(np.bincount(single, minlength=SCORES.size), probs) > P_FLOOR
+    assert pooled_chisquare(np.bincount(single, minlength=SCORES.size), probs) > P_FLOOR
 
 
 def test_exponential_mechanism_test_has_power() -> None:
     # the monotonic scale (exp(eps u / D)) is clearly distinguishable from the general one
     picks = exponential_mechanism_batch(SCORES, 1.0, runs=RUNS, rng=SEED)
-    assert _pooled_chisquare(np.bincount(picks, minlength=SCORES.size), softmax(SCORES, 1.0)) < 1e-6
+    assert pooled_chisquare(np.bincount(picks, minlength=SCORES.size), softmax(SCORES, 1.0)) < 1e-6
 
 
 @pytest.mark.slow
@@ -132,7 +115,7 @@ def test_exponential_mechanism_matches_softmax_secure_large_sample() -> None:
     scores = np.linspace(0, 6, 13)
     probs = softmax(scores, 1.0 / 2)
     picks = exponential_mechanism_batch(scores, 1.0, runs=2_000_000)
-    assert _pooled_chisquare(np.bincount(picks, minlength=scores.size), probs) > 1e-6  # fresh randomness
+    assert pooled_chisquare(np.bincount(picks, minlength=scores.size), probs) > 1e-6  # fresh randomness
 
 
 @settings(max_examples=60, deadline=None)
@@ -183,10 +166,10 @@ def test_report_noisy_max_matches_exact_distribution(eps: float, sensitivity: fl
     probs = exact_report_noisy_max(units, scale_units)
     kwargs = {"sensitivity": sensitivity, "monotonic": monotonic}
     picks = report_noisy_max_batch(scores, eps, runs=RUNS, rng=SEED, **kwargs)
-    assert _pooled_chisquare(np.bincount(picks, minlength=units.size), probs) > P_FLOOR
+    assert pooled_chisquare(np.bincount(picks, minlength=units.size), probs) > P_FLOOR
     gen = np.random.default_rng(SEED + 2)
     single = [report_noisy_max(scores, eps, rng=gen, **kwargs) for _ in range(3000)]
-    assert _pooled_chisquare(np.bincount(single, minlength=units.size), probs) > P_FLOOR
+    assert pooled_chisquare(np.bincount(single, minlength=units.size), probs) > P_FLOOR
 
 
 def test_report_noisy_max_prefers_the_max() -> None:
@@ -250,17 +233,17 @@ def test_top_k_has_the_peeled_exponential_mechanism_distribution(k: int, eps: fl
     counts = Counter(tuple(int(i) for i in row) for row in picks)
     observed = np.array([counts.get(key, 0) for key in keys])
     assert observed.sum() == RUNS
-    assert _pooled_chisquare(observed, np.array([probs[key] for key in keys])) > P_FLOOR
+    assert pooled_chisquare(observed, np.array([probs[key] for key in keys])) > P_FLOOR
     # reversed order does not fit: the test sees the order
     reversed_obs = np.array([counts.get(key[::-1], 0) for key in keys])
-    assert _pooled_chisquare(reversed_obs, np.array([probs[key] for key in keys])) < 1e-6
+    assert pooled_chisquare(reversed_obs, np.array([probs[key] for key in keys])) < 1e-6
     # the first element alone is the exponential mechanism at eps / k
     first = np.bincount(picks[:, 0], minlength=scores.size)
-    assert _pooled_chisquare(first, softmax(scores, temp_inv)) > P_FLOOR
+    assert pooled_chisquare(first, softmax(scores, temp_inv)) > P_FLOOR
     gen = np.random.default_rng(SEED + 3)
     single_first = [int(top_k(scores, k, eps, rng=gen)[0]) for _ in range(3000)]
     assert (
-        _pooled_chisquare(np.bincount(single_first, minlength=scores.size), softmax(scores, temp_inv))
+        pooled_chisquare(np.bincount(single_first, minlength=scores.size), softmax(scores, temp_inv))
         > P_FLOOR
     )
 

@@ -16,6 +16,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _stats import pooled_chisquare
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
@@ -48,24 +49,6 @@ N_BATCH = 20_000
 N_SINGLE = 2_000
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-
-def _pooled_chisquare(observed: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """Chi-square goodness-of-fit p-value, pooling the bins that expect fewer than 5 counts."""
-    observed = np.asarray(observed, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert probs.sum() == pytest.approx(1.0, abs=1e-9)
-    expected = probs * observed.sum()
-    small = expected < min_expected
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    if exp[-1] < min_expected:
-        j = int(np.argmin(exp[:-1]))
-        obs[j] += obs[-1]
-        exp[j] += exp[-1]
-        obs, exp = obs[:-1], exp[:-1]
-    assert exp.size >= 2
-    return float(stats.chisquare(obs, exp).pvalue)
 
 
 def all_patterns(k: int, c: int | None) -> list[tuple[int, ...]]:
@@ -136,7 +119,7 @@ def pattern_gof(flags: np.ndarray, probs: dict[tuple[int, ...], float]) -> float
     unexpected = set(counts) - set(probs)
     assert not unexpected, f"impossible patterns emitted: {sorted(unexpected)[:3]}"
     keys = list(probs)
-    return _pooled_chisquare(np.array([counts.get(p, 0) for p in keys]), np.array([probs[p] for p in keys]))
+    return pooled_chisquare(np.array([counts.get(p, 0) for p in keys]), np.array([probs[p] for p in keys]))
 
 
 def _dlap_gof(samples: np.ndarray, scale: float) -> float:
@@ -146,7 +129,7 @@ def _dlap_gof(samples: np.ndarray, scale: float) -> float:
     probs = discrete_laplace_pmf(ks, scale)
     probs[0] = discrete_laplace_sf(m + 1, scale)  # tails: P(X <= -m-1) and P(X >= m+1)
     probs[-1] = probs[0]
-    return _pooled_chisquare(np.bincount(samples + m + 1, minlength=ks.size), probs)
+    return pooled_chisquare(np.bincount(samples + m + 1, minlength=ks.size), probs)
 
 
 def reference_svt(answers, thresholds, c: int | None) -> np.ndarray:
@@ -810,7 +793,7 @@ def test_roth2011_releases_the_compared_noisy_query() -> None:
     joint = discrete_laplace_pmf(vs, nu_scale) * (1.0 - discrete_laplace_sf(vs + 1, rho_scale))
     probs = joint / joint.sum()
     observed = np.bincount(offsets - vs[0], minlength=vs.size)
-    assert _pooled_chisquare(observed, probs) > P_FLOOR
+    assert pooled_chisquare(observed, probs) > P_FLOOR
     # ... which is not fresh noise: the unconditional DLap(nu_scale) fit is rejected
     assert _dlap_gof(offsets, nu_scale) < 1e-6
     # multi-query runs: at most c TOPs and values exactly at TOPs, on the lattice
