@@ -90,7 +90,8 @@ def as_source(rng: RNGLike = None) -> RandomSource:
     if isinstance(rng, np.random.Generator):
         return GeneratorSource(rng)
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return GeneratorSource(np.random.default_rng(int(rng)))
+        seeded = np.random.default_rng(int(rng))  # noise-ok: reproducible mode, never the default
+        return GeneratorSource(seeded)
     if hasattr(rng, "words") and hasattr(rng, "word"):
         return rng  # a user-supplied RandomSource
     raise TypeError(f"rng must be None, an int seed or a numpy Generator, not {type(rng).__name__}")
