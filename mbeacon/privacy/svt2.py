@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace, uniform
+from mbeacon.privacy._svt2_scan import scan
+from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 
 __all__ = [
@@ -221,11 +222,11 @@ def svt2_batch(
 
     Given the thresholds ``(z1, z2)``, the query noises are independent, so each query is ``TOP``
     independently with the exact probability ``p_i = P(y >= T + z1 - max) * P(y' < T + z2 - min)``
-    (closed-form discrete Laplace tails). The position of the next ``TOP`` is then the first ``j``
-    whose cumulative hazard ``sum_i -log(1 - p_i)`` reaches an ``Exp(1)`` draw: one random number
-    per ``TOP`` instead of two Laplace draws per query, and the same distribution as :func:`svt2`
-    (``tests/test_svt2.py`` checks it). Queries are scanned in windows whose width adapts to how far
-    apart the ``TOP``s are.
+    (closed-form discrete Laplace tails). The next ``TOP`` is then the first ``j`` whose survival
+    ``prod_i (1 - p_i)`` falls to a uniform draw: one random number per ``TOP`` instead of two
+    Laplace draws per query, and the same distribution as :func:`svt2`
+    (``tests/test_svt2.py`` checks it). The scan is compiled (:mod:`mbeacon.privacy._svt2_scan`);
+    every random number still comes from ``rng`` (the OS CSPRNG by default).
     """
     params = SVT2Params(threshold, epsilon1, epsilon2, int(c), sensitivity, redraw)
     # No conversion or validation of the whole matrix: runs halt early, so the scan converts and
@@ -237,100 +238,23 @@ def svt2_batch(
         a = a[np.newaxis, :]
         if runs is not None:
             a = np.broadcast_to(a, (runs, a.shape[1]))
-    a, b = np.broadcast_arrays(a, b)
-    if a.ndim != 2:
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    if len(shape) != 2:
         raise ValueError("alpha/beta must broadcast to 2-D (runs x queries)")
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)  # read-only views, no copies
     if runs is not None and a.shape[0] != runs:
         raise ValueError(f"alpha/beta have {a.shape[0]} runs but runs={runs}")
-    return _Svt2Scan(params, a, b, as_source(rng)).run()
-
-
-class _Svt2Scan:
-    """The windowed first-TOP scan behind :func:`svt2_batch` (all quantities in lattice units)."""
-
-    def __init__(self, params: SVT2Params, alpha: np.ndarray, beta: np.ndarray, source) -> None:
-        self.params = params
-        self.alpha, self.beta, self.d = alpha, beta, params.sensitivity
-        self.n_runs, self.k = alpha.shape
-        self.t = params.threshold / self.d
-        self.th_scale = params.threshold_scale / self.d
-        self.source = source
-        # P(Y >= m) of the query noise for every integer m where it is not yet 0 or 1 to double
-        # precision (|m| <= 40 scales); a table lookup replaces two exp() per query and run.
-        scale = params.query_scale / self.d
-        self.reach = math.ceil(40 * scale) + 1
-        m = np.arange(-self.reach, self.reach + 2, dtype=np.float64)
-        q = math.exp(-1.0 / scale)
-        tail = np.exp(-np.abs(np.where(m >= 1, m, 1 - m)) / scale) / (1 + q)
-        self.sf_table = np.where(m >= 1, tail, 1.0 - tail)
-
-    def _sf(self, m: np.ndarray) -> np.ndarray:
-        """P(Y >= m) for integer-valued float m, Y the query noise in lattice units."""
-        return np.take(self.sf_table, m.astype(np.int64) + self.reach, mode="clip")
-
-    def _exp1(self, n: int) -> np.ndarray:
-        return -np.log(uniform(n, self.source))
-
-    def _z(self, n: int) -> np.ndarray:
-        return lattice_laplace(self.th_scale, 1.0, n, self.source).astype(np.float64)
-
-    def _hazard(self, rows: np.ndarray, cols: np.ndarray, z1: np.ndarray, z2: np.ndarray) -> np.ndarray:
-        a = self.alpha[rows[:, None], cols]
-        b = self.beta[rows[:, None], cols]
-        if self.d != 1.0:
-            a, b = a / self.d, b / self.d
-        if (a.dtype.kind == "f" and not np.isfinite(a).all()) or (
-            b.dtype.kind == "f" and not np.isfinite(b).all()
-        ):
-            raise ValueError("alpha and beta must be finite numbers")
-        # TOP  <=>  y >= T + z1 - max  and  y' < T + z2 - min  (y, y' integers)
-        p_top = self._sf(np.ceil((self.t + z1)[:, None] - np.maximum(a, b))) * (
-            1.0 - self._sf(np.ceil((self.t + z2)[:, None] - np.minimum(a, b)))
-        )
-        with np.errstate(divide="ignore"):
-            return -np.log1p(-p_top)
-
-    def run(self) -> np.ndarray:
-        n, k, c = self.n_runs, self.k, self.params.c
-        z1, z2 = self._z(n), self._z(n)
-        target = self._exp1(n)  # hazard still to accumulate before the next TOP
-        pos = np.zeros(n, dtype=np.int64)  # next query to answer
-        count = np.zeros(n, dtype=np.int64)
-        halt = np.full(n, k, dtype=np.int64)  # first unanswered query
-        top_runs: list[np.ndarray] = []
-        top_cols: list[np.ndarray] = []
-        live = np.arange(n)
-        width = 16
-        while live.size:
-            cols = pos[live, None] + np.arange(width)
-            inside = cols < k
-            h = self._hazard(live, np.minimum(cols, k - 1), z1[live], z2[live])
-            cum = np.cumsum(np.where(inside, h, 0.0), axis=1)
-            reached = (cum >= target[live, None]) & inside
-            found = reached.any(axis=1)
-            # runs with no TOP in the window: spend its hazard and move past it
-            miss = live[~found]
-            target[miss] -= cum[~found, -1]
-            pos[miss] += width
-            # runs with a TOP: record it, start a new segment after it
-            hit = live[found]
-            at = pos[hit] + np.argmax(reached[found], axis=1)
-            top_runs.append(hit)
-            top_cols.append(at)
-            count[hit] += 1
-            pos[hit] = at + 1
-            target[hit] = self._exp1(hit.size)
-            if self.params.redraw:
-                z1[hit], z2[hit] = self._z(hit.size), self._z(hit.size)
-            done = count[hit] >= c
-            halt[hit[done]] = at[done] + 1
-            live = live[(pos[live] < k) & (count[live] < c)]
-            # widen the window when TOPs are far apart, narrow it when they are close
-            width = min(1024, width * 2) if found.mean() < 0.5 else max(4, width // 2)
-        out = np.where(np.arange(k)[None, :] >= halt[:, None], UNANSWERED, BOT).astype(np.int8)
-        if top_runs:
-            out[np.concatenate(top_runs), np.concatenate(top_cols)] = TOP
-        return out
+    return scan(
+        a,
+        b,
+        threshold=params.threshold,
+        sensitivity=params.sensitivity,
+        threshold_scale=params.threshold_scale,
+        query_scale=params.query_scale,
+        c=params.c,
+        redraw=params.redraw,
+        source=as_source(rng),
+    )
 
 
 def svt2_release(flags: np.ndarray, beta: np.ndarray, threshold: float) -> np.ndarray:
