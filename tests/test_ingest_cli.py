@@ -126,3 +126,11 @@ def test_manifest_positions_are_stored(tmp_path):
         tmp_path / "s", DATA / "geo" / "GSE41169_series_matrix.txt", "d", "--manifest", str(manifest)
     )
     assert result.exit_code == 0 and json.loads(result.output)["has_positions"] is True
+
+
+def test_an_option_that_does_not_fit_the_file_is_a_clear_error(tmp_path):
+    sheet = DATA / "gdc" / "gdc_sample_sheet.2024-05-01.tsv"
+    args = ["ingest", str(DATA / "matrix" / "plain_quoted.csv"), "--store", str(tmp_path), "--dataset", "x"]
+    result = CliRunner().invoke(main, [*args, "--sample-sheet", str(sheet)])
+    assert result.exit_code == 2 and "sample_sheet applies to the gdc format only" in result.output
+    assert not (tmp_path / "datasets").exists() or CohortStore(tmp_path).ids() == []

@@ -95,7 +95,10 @@ def ingest(
     """Read ``path`` in its format, validate it, and publish it as ``dataset_id`` atomically."""
     from mbeacon.store.readers import open_matrix
 
-    source = open_matrix(path, format, pval_cut=pval_cut, sample_sheet=sample_sheet)
+    try:
+        source = open_matrix(path, format, pval_cut=pval_cut, sample_sheet=sample_sheet)
+    except ValueError as error:  # an option that does not fit this file (e.g. a sample sheet for a CSV)
+        raise IngestError(str(error), path=str(path)) from None
     positions = read_manifest(manifest) if manifest is not None else None
     target = CohortStore(store, create=True)
     return target.write(
