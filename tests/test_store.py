@@ -240,3 +240,10 @@ def test_datasets_cli_lists_and_removes(store: CohortStore):
     assert removed.exit_code == 0 and store.ids() == []
     not_a_store = runner.invoke(main, ["datasets", "--store", str(store.root / "nowhere")])
     assert not_a_store.exit_code == 2 and "not an MBeacon store" in not_a_store.output
+
+
+def test_a_store_path_that_is_a_file_is_refused_clearly(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a store")
+    with pytest.raises(DataError, match="cannot create a store here"):
+        CohortStore(blocker, create=True)

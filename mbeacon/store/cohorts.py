@@ -127,7 +127,12 @@ class CohortStore:
     def __init__(self, root: str | Path, *, create: bool = False) -> None:
         self.root = Path(root)
         if create:
-            (self.root / "datasets").mkdir(parents=True, exist_ok=True)
+            try:
+                (self.root / "datasets").mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise DataError(
+                    f"cannot create a store here: {error.strerror}", path=str(self.root)
+                ) from None
         elif not (self.root / "datasets").is_dir():
             raise DataError(f"{self.root}: not an MBeacon store (no datasets/ folder); ingest creates one")
 
