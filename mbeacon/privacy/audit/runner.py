@@ -12,6 +12,7 @@ search (no multiple-comparison correction needed); this is StatDP's design (Ding
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -81,8 +82,6 @@ def audit_target(
     significance: float = SIGNIFICANCE,
 ) -> AuditResult:
     """Audit one mechanism; deterministic for a given ``seed``."""
-    import time
-
     start = time.perf_counter()
     rng = np.random.default_rng(seed)  # noise-ok: reproducible audit, not a release
     choice = _search(target, max(2_000, runs // 4), runs, rng)
