@@ -17,21 +17,23 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from mbeacon import data
-from mbeacon.store import priors as pr
 from mbeacon.store.errors import DataError
 from mbeacon.store.prior_cli import prior as prior_group
 from mbeacon.store.priors import (
     Prior,
     SdModel,
+    beta_distribution,
     beta_moments,
     import_means_file,
     learn_sd_model,
     list_priors,
     load_prior,
+    model,
     prior_from_matrix,
     prior_from_means,
     prior_from_table_file,
     save_prior,
+    storage,
 )
 
 # The data README's table: mean bin -> (probes, median sd), measured on the shipped 20k x 10 blood table.
@@ -132,7 +134,7 @@ def test_beta_probability_matches_scipy(mean: float, sd: float, lo: float, hi: f
 
 def test_beta_probability_matches_scipy_in_bulk(means_prior: Prior) -> None:
     rng = np.random.default_rng(3)
-    n = 3 * pr.CHUNK + 17  # several chunks, the last one short, on two threads
+    n = 3 * model.CHUNK + 17  # several chunks, the last one short, on two threads
     idx = rng.integers(0, len(means_prior), n)
     centre, half = rng.random(n), rng.uniform(0.0, 0.3, n)
     lo, hi = centre - half, centre + half
@@ -143,7 +145,7 @@ def test_beta_probability_matches_scipy_in_bulk(means_prior: Prior) -> None:
 
 def test_threads_do_not_change_empirical_answers(blood_prior: Prior) -> None:
     rng = np.random.default_rng(8)
-    n = 2 * pr.CHUNK + 3
+    n = 2 * model.CHUNK + 3
     idx, lo = rng.integers(0, len(blood_prior), n), rng.random(n)
     hi = lo + rng.uniform(0, 0.5, n)
     one = blood_prior.probability(idx, lo, hi, method="empirical", threads=1)
@@ -166,9 +168,11 @@ def test_tail_shortcut_is_within_its_bound() -> None:
     )
     assert np.all(tail[inside] <= np.exp(-exponent[inside]) * (1 + 1e-9))
     x = np.clip(x, 0, 1)
-    got = pr._beta_cdf(a, b, mean, 2 * (a + b + 1), x)
-    np.testing.assert_allclose(got, special.betainc(a, b, x), rtol=1e-12, atol=np.exp(-pr.TAIL_EXPONENT))
-    assert np.count_nonzero(exponent > pr.TAIL_EXPONENT) > n // 4  # the shortcut was exercised
+    got = beta_distribution._beta_cdf(a, b, mean, 2 * (a + b + 1), x)
+    np.testing.assert_allclose(
+        got, special.betainc(a, b, x), rtol=1e-12, atol=np.exp(-beta_distribution.TAIL_EXPONENT)
+    )
+    assert np.count_nonzero(exponent > beta_distribution.TAIL_EXPONENT) > n // 4  # the shortcut was exercised
 
 
 @pytest.mark.parametrize("method", ["beta", "empirical"])
@@ -228,8 +232,8 @@ def test_unknown_probes(blood_prior: Prior) -> None:
     # large inputs take the hash lookup: same answers as the binary search
     rng = np.random.default_rng(4)
     many = np.where(
-        rng.random(pr.HASH_LOOKUP_MIN + 4) < 0.9,
-        blood_prior.probe_ids[rng.integers(0, len(blood_prior), pr.HASH_LOOKUP_MIN + 4)],
+        rng.random(model.HASH_LOOKUP_MIN + 4) < 0.9,
+        blood_prior.probe_ids[rng.integers(0, len(blood_prior), model.HASH_LOOKUP_MIN + 4)],
         "cgMISSING",
     ).reshape(-1, 4)
     by_hash = blood_prior.index(many)
@@ -521,17 +525,17 @@ def test_unknown_names_and_versions(tmp_path: Path, blood_prior: Prior) -> None:
 def test_failed_save_leaves_no_new_version(tmp_path: Path, blood_prior: Prior, monkeypatch) -> None:
     save_prior(tmp_path, blood_prior)
 
-    write = pr._write_h5
+    write = storage._write_h5
 
     def write_then_fail(temp: Path, prior: Prior, version: int) -> None:
         write(temp, prior, version)
         assert temp.stat().st_size > 0  # the file was (completely) written, not yet published
         raise OSError("disk full")
 
-    monkeypatch.setattr(pr, "_write_h5", write_then_fail)
+    monkeypatch.setattr(storage, "_write_h5", write_then_fail)
     with pytest.raises(OSError, match="disk full"):
         save_prior(tmp_path, blood_prior)
-    monkeypatch.setattr(pr, "_write_h5", write)
+    monkeypatch.setattr(storage, "_write_h5", write)
     assert sorted(p.name for p in (tmp_path / "priors" / "blood").glob("v*")) == ["v1.h5"]
     assert list((tmp_path / ".staging").iterdir()) == []
     assert [e["version"] for e in list_priors(tmp_path)] == [1]

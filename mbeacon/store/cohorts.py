@@ -3,7 +3,7 @@
 Layout of a store directory::
 
     STORE/datasets/<id>.h5        one file per cohort, published atomically (see atomic.py)
-    STORE/priors/<name>/v<k>.h5   population priors (priors.py)
+    STORE/priors/<name>/v<k>.h5   population priors (priors/)
     STORE/.staging/               files being written; nothing reads here
 
 Layout of a cohort file, chosen for the beacon's hot path (read a few probe rows across all patients):

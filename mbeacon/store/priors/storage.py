@@ -1,0 +1,171 @@
+"""Storing priors: ``STORE/priors/<name>/v<k>.h5``, named and versioned, saved, loaded and listed.
+
+A version is never overwritten: :func:`save_prior` picks ``k = 1 + latest`` under an exclusive file lock
+(two writers never pick the same version) and publishes the file atomically
+(:mod:`mbeacon.store.atomic`), so a failure leaves no new version behind. :func:`list_priors` reads only
+the files' headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from mbeacon.store.atomic import publish
+from mbeacon.store.errors import DataError
+from mbeacon.store.priors.model import Prior
+from mbeacon.store.priors.names import _NAME, check_name
+
+__all__ = ["FILE_FORMAT", "FILE_FORMAT_VERSION", "PRIORS_DIR", "list_priors", "load_prior", "save_prior"]
+
+PRIORS_DIR = "priors"
+FILE_FORMAT = "mbeacon-prior"
+FILE_FORMAT_VERSION = 1
+_VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.h5$")
+
+
+def _prior_dir(store_dir: Any, name: str) -> Path:
+    check_name(name)
+    return Path(store_dir) / PRIORS_DIR / name
+
+
+def _versions(directory: Path) -> list[int]:
+    if not directory.is_dir():
+        return []
+    found = (_VERSION_FILE.match(entry.name) for entry in directory.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive advisory lock on the prior's directory: two writers never pick the same version."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_h5(path: Path, prior: Prior, version: int) -> None:
+    with h5py.File(path, "w") as h5:
+        h5.attrs.update(
+            {
+                "format": FILE_FORMAT,
+                "format_version": FILE_FORMAT_VERSION,
+                "name": prior.name,
+                "version": version,
+                "n_reference": int(prior.n_reference),
+                "source": prior.source,
+                "created": prior.created,
+            }
+        )
+        ids = prior.probe_ids
+        width = max(1, int(np.char.str_len(ids).max())) if ids.size else 1
+        try:
+            encoded = ids.astype(f"S{width}")
+        except UnicodeEncodeError:
+            raise DataError("probe ids must be ASCII") from None
+        h5.create_dataset("probe_ids", data=encoded)
+        for field in ("mean", "sd", "a", "b"):
+            h5.create_dataset(field, data=getattr(prior, field))
+        if prior.quantiles is not None:
+            h5.create_dataset("quantiles", data=prior.quantiles)
+
+
+def save_prior(store_dir: Any, prior: Prior) -> Prior:
+    """Save ``prior`` as the next version of its name; returns it with ``version`` set.
+
+    Writes ``STORE/priors/<name>/v<k>.h5``, ``k`` = 1 + the latest existing version (never reusing or
+    overwriting one, even with concurrent writers: the choice is made under a file lock). The file is
+    written in ``STORE/.staging`` and renamed into place only once complete: a failure at any point
+    leaves no new version behind.
+    """
+    directory = _prior_dir(store_dir, prior.name)
+    with _locked(directory):
+        existing = _versions(directory)
+        version = (existing[-1] if existing else 0) + 1
+        destination = directory / f"v{version}.h5"
+        with publish(Path(store_dir), destination) as temp:
+            _write_h5(temp, prior, version)
+    return dataclasses.replace(prior, version=version)
+
+
+def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
+    """Load a stored prior (the latest version when ``version`` is None). Unknown name or version:
+    :class:`DataError` listing what exists."""
+    directory = _prior_dir(store_dir, name)
+    versions = _versions(directory)
+    if not versions:
+        known = [entry["name"] for entry in list_priors(store_dir)]
+        hint = f"; known: {', '.join(sorted(set(known)))}" if known else "; the store has no priors"
+        raise DataError(f"no prior named {name!r}{hint}")
+    if version is None:
+        version = versions[-1]
+    elif version not in versions:
+        raise DataError(f"prior {name!r} has no version {version}; versions: {', '.join(map(str, versions))}")
+    path = directory / f"v{version}.h5"
+    try:
+        with h5py.File(path, "r") as h5:
+            attrs = dict(h5.attrs)
+            if attrs.get("format") != FILE_FORMAT:
+                raise DataError("not an mbeacon prior file", path=str(path))
+            ids = h5["probe_ids"][()].astype(str)
+            fields = {f: h5[f][()] for f in ("mean", "sd", "a", "b")}
+            quant = h5["quantiles"][()] if "quantiles" in h5 else None
+    except (OSError, KeyError) as exc:
+        raise DataError(f"cannot read prior file: {exc}", path=str(path)) from None
+    return Prior(
+        name=str(attrs["name"]),
+        version=version,
+        probe_ids=ids,
+        quantiles=quant,
+        n_reference=int(attrs["n_reference"]),
+        source=str(attrs["source"]),
+        created=str(attrs["created"]),
+        **fields,
+    )
+
+
+def list_priors(store_dir: Any) -> list[dict[str, Any]]:
+    """Every stored version of every prior, by name then version: dicts with ``name``, ``version``,
+    ``latest``, ``probes``, ``n_reference``, ``sketch`` (quantile levels, 0 for none), ``source``,
+    ``created``, ``path``. Reads only the files' headers."""
+    root = Path(store_dir) / PRIORS_DIR
+    if not root.is_dir():
+        return []
+    out = []
+    for directory in sorted(p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)):
+        versions = _versions(directory)
+        for version in versions:
+            path = directory / f"v{version}.h5"
+            try:
+                with h5py.File(path, "r") as h5:
+                    attrs = dict(h5.attrs)
+                    probes = int(h5["probe_ids"].shape[0])
+                    sketch = int(h5["quantiles"].shape[1]) if "quantiles" in h5 else 0
+            except (OSError, KeyError) as exc:
+                raise DataError(f"cannot read prior file: {exc}", path=str(path)) from None
+            out.append(
+                {
+                    "name": directory.name,
+                    "version": version,
+                    "latest": version == versions[-1],
+                    "probes": probes,
+                    "n_reference": int(attrs.get("n_reference", 0)),
+                    "sketch": sketch,
+                    "source": str(attrs.get("source", "")),
+                    "created": str(attrs.get("created", "")),
+                    "path": str(path),
+                }
+            )
+    return out
