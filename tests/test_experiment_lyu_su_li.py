@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 from mbeacon.experiments import lyu_su_li as lsl
 from mbeacon.experiments.cli import experiment
-from mbeacon.privacy.sparse_vector import svt_retraversal_batch
 
 # --- metrics on hand-made examples ----------------------------------------------------------------
 
@@ -97,35 +96,6 @@ def test_zipf_data_is_deterministic_for_a_seed() -> None:
     assert np.array_equal(a.records, b.records)
     assert np.array_equal(a.counts, b.counts)
     assert not np.array_equal(a.records, c.records)
-
-
-# --- the fast retraversal simulator against the library mechanism ---------------------------------
-
-
-@pytest.mark.parametrize(("increment", "max_passes"), [(3.0, 1000), (12.0, 3)])
-def test_retraversal_simulator_matches_the_library_distribution(increment: float, max_passes: int) -> None:
-    q = np.array([30, 5, 22, 18, 0, 25, 12, 3], dtype=np.float64)
-    runs = 6000
-    args = (15.0, 0.5, 1.0, 3)
-    lib = svt_retraversal_batch(
-        q, *args, increment=increment, monotonic=True, max_passes=max_passes, runs=runs, rng=1
-    )
-    sim = lsl.retraversal_simulate(
-        np.tile(q, (runs, 1)),
-        *args,
-        increment=increment,
-        monotonic=True,
-        max_passes=max_passes,
-        rng=np.random.default_rng(2),
-    )
-    assert sim.shape == (runs, 3)
-    # the probability that each item is selected, and that it is selected first
-    for stat in (lambda x, i: (x == i).any(axis=1), lambda x, i: x[:, 0] == i):
-        for item in range(q.size):
-            a, b = stat(lib, item).mean(), stat(sim, item).mean()
-            se = math.sqrt((a * (1 - a) + b * (1 - b)) / runs) + 1e-3
-            assert abs(a - b) < 5 * se, (item, a, b)
-    assert (lib >= 0).sum(axis=1).mean() == pytest.approx((sim >= 0).sum(axis=1).mean(), abs=0.05)
 
 
 # --- sanity: with a huge budget every method finds the true top-c ---------------------------------

@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from mbeacon.privacy.noise import lattice_laplace, lattice_laplace_sf
 from mbeacon.privacy.selection import top_k_batch
 from mbeacon.privacy.sparse_vector import (
     TOP,
     generalized_svt_allocate,
     generalized_svt_batch,
     sparse_batch,
+    svt_retraversal_batch,
 )
 
 PAPER = (
@@ -83,7 +83,7 @@ class ExperimentConfig:
     # EM with exp(eps u / (c D)) for monotonic scores (True) or the general exp(eps u / (2 c D)).
     em_monotonic: bool = True
     # SVT-ReTr retraverses until it has c items, as in the paper (None), or gives up after this many
-    # passes (the library's svt_retraversal stops at 1000 passes, which truncates 5D at small c).
+    # passes (the library's default cap of 1000 passes truncates 5D at small c).
     max_passes: int | None = None
 
     def __post_init__(self) -> None:
@@ -295,49 +295,6 @@ def retraversal_increment(k: float, epsilon1: float, epsilon2: float, c: int, un
     return k * sd
 
 
-def retraversal_simulate(
-    answers: np.ndarray,
-    threshold: float,
-    epsilon1: float,
-    epsilon2: float,
-    c: int,
-    *,
-    increment: float,
-    monotonic: bool = True,
-    max_passes: int | None = 1000,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Sample the output of :func:`~mbeacon.privacy.sparse_vector.svt_retraversal_batch` fast.
-
-    ``answers`` is ``runs x items`` (each row one run's traversal order); returns ``runs x c``
-    selected *positions*, -1 padded. Same distribution as the library mechanism, without walking
-    every (pass, item): given the threshold noise ``rho``, every test of item ``i`` succeeds
-    independently with ``p_i = P(q_i + nu >= T + increment + rho)`` (exact lattice-Laplace tail), so
-    the pass in which ``i`` is first selected is Geometric(``p_i``), and the stream halts at the
-    ``c``-th success in (pass, position) order. The library walks up to ``max_passes x items``
-    steps in Python, which takes minutes per run once the raised threshold makes passes sparse;
-    this takes milliseconds. ``max_passes=None`` retraverses until ``c`` items are found (as the
-    paper describes). It is an experiment tool, not a hardened mechanism: it uses float uniforms.
-    """
-    q = np.asarray(answers, dtype=np.float64)
-    runs, n = q.shape
-    query_scale = (1 if monotonic else 2) * c * SENSITIVITY / epsilon2
-    rho = lattice_laplace(SENSITIVITY / epsilon1, SENSITIVITY, runs, rng).astype(np.float64)
-    p = lattice_laplace_sf(threshold + increment + rho[:, np.newaxis] - q, query_scale, SENSITIVITY)
-    u = 1.0 - rng.random((runs, n))  # uniform on (0, 1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        first_pass = np.maximum(np.ceil(np.log(u) / np.log1p(-p)), 1.0)  # inverse-CDF geometric
-    first_pass[~np.isfinite(first_pass) | (p <= 0)] = np.inf
-    if max_passes is not None:
-        first_pass[first_pass > max_passes] = np.inf
-    # rank successes by (pass, position); positions < n keep the key exact for passes < 2^53 / n
-    key = np.where(np.isfinite(first_pass), first_pass * n + np.arange(n), np.inf)
-    take = min(c, n)
-    part = np.argpartition(key, take - 1, axis=1)[:, :take]
-    part = np.take_along_axis(part, np.argsort(np.take_along_axis(key, part, axis=1), axis=1), axis=1)
-    return np.where(np.isfinite(np.take_along_axis(key, part, axis=1)), part, -1)
-
-
 def run_retraversal(
     k: float,
     counts: np.ndarray,
@@ -351,7 +308,7 @@ def run_retraversal(
     """SVT-ReTr (1:c^(2/3), monotonic noise) with threshold ``T + k D``, one traversal order per run."""
     c = truth.c
     eps1, eps2 = svt_s_split(epsilon, c, "1:c^(2/3)")
-    positions = retraversal_simulate(
+    positions = svt_retraversal_batch(
         np.asarray(counts, dtype=np.float64)[orders],
         truth.threshold,
         eps1,
@@ -359,6 +316,7 @@ def run_retraversal(
         c,
         increment=retraversal_increment(k, eps1, eps2, c, unit),
         monotonic=True,
+        sensitivity=SENSITIVITY,
         max_passes=max_passes,
         rng=rng,
     )

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
+from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace, lattice_laplace_sf, uniform
 
 TOP: int = 1
 BOT: int = 0
@@ -471,46 +471,50 @@ def svt_retraversal_batch(
     increment: float,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    max_passes: int = 1000,
-    runs: int = 1,
+    max_passes: int | None = 1000,
+    runs: int | None = None,
     rng: RNGLike = None,
 ) -> np.ndarray:
-    """Batch form of :func:`svt_retraversal`: ``runs x c`` selected indices, -1 padded."""
+    """Batch form of :func:`svt_retraversal`: ``runs x c`` selected positions, -1 padded.
+
+    ``answers`` is one vector of item scores (``runs`` copies) or ``runs x items`` (e.g. a different
+    traversal order per run). Given a run's threshold noise ``rho``, every test of item ``i`` succeeds
+    independently with ``p_i = P(q_i + nu >= T + increment + rho)`` (exact lattice-Laplace tail), so
+    the pass in which ``i`` is first selected is Geometric(``p_i``), and the stream halts at the
+    ``c``-th success in (pass, position) order. Sampling those passes directly (one uniform per item)
+    has the distribution of walking every (pass, item) of the stream, which ``tests`` checks against
+    a straightforward walk, at a tiny fraction of its cost when a raised threshold makes passes sparse.
+    """
     source = as_source(rng)
     c = _check_c(c)
     epsilon1 = _positive("epsilon1", epsilon1)
     epsilon2 = _positive("epsilon2", epsilon2)
-    q = np.asarray(answers, dtype=np.float64)
-    if q.ndim != 1 or not np.all(np.isfinite(q)):
-        raise ValueError("svt_retraversal takes one 1-D vector of finite item scores")
+    q = _as_runs(answers, runs)
+    n_runs, n = q.shape
     query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
-    t = threshold + increment
-    rho = lattice_laplace(sensitivity / epsilon1, sensitivity, runs, source).astype(np.float64)
-    picked = np.full((runs, c), -1, dtype=np.int64)
-    chosen = np.zeros((runs, q.size), dtype=bool)
-    count = np.zeros(runs, dtype=np.int64)
-    for _ in range(max_passes):
-        for item in range(q.size):
-            # the stream skips items already selected and stops at the c-th positive
-            asked = np.flatnonzero((count < c) & ~chosen[:, item])
-            if asked.size == 0:
-                continue
-            nu = lattice_laplace(query_scale, sensitivity, asked.size, source)
-            hit = asked[q[item] + nu >= t + rho[asked]]
-            picked[hit, count[hit]] = item
-            chosen[hit, item] = True
-            count[hit] += 1
-        if np.all((count >= c) | chosen.all(axis=1)):
-            break
-    else:
-        short = int(np.count_nonzero((count < c) & ~chosen.all(axis=1)))
-        if short:
-            warnings.warn(
-                f"svt_retraversal: {short} of {runs} runs hit max_passes={max_passes} with fewer than "
-                f"c={c} items selected (the threshold increment may be too high for this budget)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+    rho = lattice_laplace(sensitivity / epsilon1, sensitivity, n_runs, source).astype(np.float64)
+    p = lattice_laplace_sf(threshold + increment + rho[:, np.newaxis] - q, query_scale, sensitivity)
+    u = uniform((n_runs, n), source)  # (0, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first_pass = np.maximum(np.ceil(np.log(u) / np.log1p(-p)), 1.0)  # inverse-CDF geometric
+    first_pass[~np.isfinite(first_pass) | (p <= 0)] = np.inf
+    if max_passes is not None:
+        first_pass[first_pass > max_passes] = np.inf
+    # successes ordered by (pass, position); exact while passes stay below 2^53 / items
+    key = np.where(np.isfinite(first_pass), first_pass * n + np.arange(n), np.inf)
+    take = min(c, n)
+    part = np.argpartition(key, take - 1, axis=1)[:, :take]
+    part = np.take_along_axis(part, np.argsort(np.take_along_axis(key, part, axis=1), axis=1), axis=1)
+    picked = np.full((n_runs, c), -1, dtype=np.int64)
+    picked[:, :take] = np.where(np.isfinite(np.take_along_axis(key, part, axis=1)), part, -1)
+    short = int(np.count_nonzero(picked[:, take - 1] < 0))
+    if short and max_passes is not None:
+        warnings.warn(
+            f"svt_retraversal: {short} of {n_runs} runs hit max_passes={max_passes} with fewer than "
+            f"c={c} items selected (the threshold increment may be too high for this budget)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return picked
 
 
@@ -524,7 +528,7 @@ def svt_retraversal(
     increment: float,
     monotonic: bool = False,
     sensitivity: float = 1.0,
-    max_passes: int = 1000,
+    max_passes: int | None = 1000,
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Non-interactive SVT with retraversal (Lyu, Su and Li, Section 5): select ``c`` items.
@@ -532,7 +536,8 @@ def svt_retraversal(
     Runs one generalised SVT over the stream "all not-yet-selected items, again and again" against
     the raised threshold ``threshold + increment`` until ``c`` items are selected (or ``max_passes``
     passes, with a RuntimeWarning: the cap is data-independent, so stopping early is still private, but
-    the caller should know). Returns the selected item indices in selection order.
+    the caller should know; ``max_passes=None`` retraverses until ``c`` items are found, as the paper
+    describes). Returns the selected item indices in selection order.
     Privacy cost: ``(eps1 + eps2)``-DP: it is one SVT run (one threshold noise, ``c`` positives)
     whose query stream is chosen from public information only (which items were already selected).
     """

@@ -130,8 +130,8 @@ def _selection(fn: Callable[..., np.ndarray], **kwargs) -> Runner:
 
 def _retraversal(epsilon1: float, epsilon2: float, c: int) -> Runner:
     def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
-        picked = sparse_vector.svt_retraversal_batch(
-            x, THRESHOLD, epsilon1, epsilon2, c, increment=1.0, runs=runs, rng=rng
+        picked = sparse_vector.svt_retraversal_batch(  # uncapped, as in the paper
+            x, THRESHOLD, epsilon1, epsilon2, c, increment=1.0, max_passes=None, runs=runs, rng=rng
         )
         return Outputs(picked.astype(np.int16))
 
