@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pytest
+from _stats import pooled_chisquare
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -55,26 +56,6 @@ class FixedWords:
         return int(self.words(1)[0])
 
 
-def _pooled_chisquare(observed: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """Chi-square goodness-of-fit p-value, pooling bins whose expected count is below ``min_expected``
-    (the usual validity condition of the chi-square approximation)."""
-    observed = np.asarray(observed, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
-    assert probs.sum() == pytest.approx(1.0, abs=1e-9)
-    n = observed.sum()
-    expected = probs * n
-    small = expected < min_expected
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    if exp[-1] < min_expected:  # merge the leftover pool into the smallest regular bin
-        j = int(np.argmin(exp[:-1]))
-        obs[j] += obs[-1]
-        exp[j] += exp[-1]
-        obs, exp = obs[:-1], exp[:-1]
-    assert exp.size >= 2
-    return float(stats.chisquare(obs, exp).pvalue)
-
-
 def _discrete_laplace_gof(samples: np.ndarray, scale: float) -> float:
     """Chi-square p-value of integer samples against the exact discrete Laplace pmf: one bin per
     integer in [-M, M] (M chosen so that every bin expects >= 5) plus the two exact tails."""
@@ -92,7 +73,7 @@ def _discrete_laplace_gof(samples: np.ndarray, scale: float) -> float:
             [np.sum(samples > m)],
         ]
     )
-    return _pooled_chisquare(observed, probs)
+    return pooled_chisquare(observed, probs)
 
 
 # --- discrete Laplace against its exact pmf -------------------------------------------------------

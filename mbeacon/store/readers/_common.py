@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import IngestError
 from ._model import MatrixBatch
 from ._stream import LineReader, StreamError
-from ._table import Converted, Layout, TableParser, first_line_of, rebatch
+from ._table import Converted, Layout, TableParser, first_line_of, rebatch, split_fields
 
 #: Threads converting chunks ahead of the one being accepted (Arrow releases the GIL while parsing).
 WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -32,6 +32,16 @@ def skip_lines_then_chunks(path: str | Path, skip: int) -> Iterator[tuple[bytes,
                 return
         for chunk in reader.chunks():
             yield chunk, reader
+
+
+def split_header(header: str, delimiter: str, *, where: str, line: int) -> list[str]:
+    """The fields of a header line; an unclosed quote is refused with its line and column."""
+    fields, open_quote = split_fields(header, delimiter)
+    if open_quote is not None:
+        raise IngestError(
+            "a quote opened in this header field is not closed", path=where, line=line, column=open_quote + 1
+        )
+    return fields
 
 
 def next_content_line(reader: LineReader) -> bytes | None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import IngestError
-from ._common import next_content_line, table_batches
+from ._common import next_content_line, split_header, table_batches
 from ._model import MatrixSource
 from ._stream import LineReader, StreamError, decode_line, label
 from ._table import Layout, check_samples, split_fields
@@ -105,14 +105,7 @@ def open_series_matrix(path: str | Path, *, batch_rows: int) -> MatrixSource:
             )
         header = decode_line(header_raw, where, header_line)
         first_row = next_content_line(reader)
-    fields, open_quote = split_fields(header, "\t")
-    if open_quote is not None:
-        raise IngestError(
-            "a quote opened in this header field is not closed",
-            path=where,
-            line=header_line,
-            column=open_quote + 1,
-        )
+    fields = split_header(header, "\t", where=where, line=header_line)
     names = tuple(name.strip() for name in fields)
     layout = Layout(
         path=where,

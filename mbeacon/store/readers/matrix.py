@@ -15,7 +15,7 @@ import functools
 from pathlib import Path
 
 from ..errors import IngestError
-from ._common import next_content_line, skip_lines_then_chunks, table_batches
+from ._common import next_content_line, skip_lines_then_chunks, split_header, table_batches
 from ._model import MatrixSource
 from ._stream import LineReader, decode_line, label
 from ._table import Layout, check_samples, classify_columns, parse_number, split_fields
@@ -71,14 +71,9 @@ def open_beta_matrix(path: str | Path, *, pval_cut: float | None, batch_rows: in
         data_raw = next_content_line(reader)
     data = None if data_raw is None else data_raw.rstrip(b"\r").decode("utf-8", "replace")
     delimiter = sniff_delimiter(header, data, path=where, line=header_line)
-    fields, open_quote = split_fields(header.strip(" ") if delimiter == " " else header, delimiter)
-    if open_quote is not None:
-        raise IngestError(
-            "a quote opened in this header field is not closed",
-            path=where,
-            line=header_line,
-            column=open_quote + 1,
-        )
+    fields = split_header(
+        header.strip(" ") if delimiter == " " else header, delimiter, where=where, line=header_line
+    )
     if looks_like_data(fields):
         raise IngestError(
             "the first line looks like data, not a header naming the samples "
