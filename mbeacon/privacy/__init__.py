@@ -54,6 +54,7 @@ from mbeacon.privacy.svt2 import (
     svt2_batch,
     svt2_epsilon,
     svt2_release,
+    svt2_resume,
     svt2_step,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "svt2_batch",
     "svt2_epsilon",
     "svt2_release",
+    "svt2_resume",
     "svt2_step",
     "svt_retraversal",
     "svt_retraversal_batch",

@@ -319,6 +319,7 @@ class Cohort:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._pid: int | None = None
+        self._positions: tuple[int, np.ndarray, np.ndarray] | None = None
 
     # --- lazy, per-process opening ---------------------------------------------------------------
 
@@ -376,6 +377,20 @@ class Cohort:
         pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
         found = sorted_ids[pos] == wanted
         return np.where(found, self._probe_order[pos], -1)
+
+    def probes_at(self, chromosome: str, position: int) -> list[str]:
+        """Probe ids at a manifest position (chromosome with or without ``chr``; empty if none)."""
+        self._ensure_open()
+        if not self._info.has_positions:
+            return []
+        if self._positions is None or self._positions[0] != os.getpid():
+            with h5py.File(self.path, "r") as f:
+                chrom = np.char.lower(f["chromosome"][...].astype(str))
+                chrom = np.char.replace(chrom, "chr", "")
+                self._positions = (os.getpid(), chrom, f["position"][...])
+        _, chrom, pos = self._positions
+        wanted = chromosome.lower().removeprefix("chr")
+        return self.probe_ids[(pos == position) & (chrom == wanted)].tolist()
 
     def rows(self, index: np.ndarray | list[int]) -> np.ndarray:
         """Beta values of the given probe rows across all patients (float32, NaN missing)."""

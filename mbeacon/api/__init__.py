@@ -1,0 +1,152 @@
+"""The Flask application: ``create_app(config=None)`` builds the Beacon v2 service.
+
+``config`` may be a :class:`~mbeacon.beacon.config.ServiceConfig`, a mapping of overrides, a path to
+a TOML file, or None (``$MBEACON_CONFIG`` and the ``MBEACON_*`` environment). Everything that holds a
+file handle, a connection or a socket is opened lazily in the process that uses it, so the app can be
+created before gunicorn forks its workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, g, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from mbeacon.api import admin, docs, framework, logs, methylation, metrics, ops, responses
+from mbeacon.api.auth import AuthError
+from mbeacon.api.ratelimit import RateLimiter
+from mbeacon.api.runtime import Runtime
+from mbeacon.beacon import keys
+from mbeacon.beacon.config import ServiceConfig, load_config
+from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted
+from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
+from mbeacon.beacon.query import QueryError
+
+log = logging.getLogger("mbeacon.api")
+access_log = logging.getLogger("mbeacon.access")
+
+
+def _resolve(config: ServiceConfig | Mapping[str, Any] | str | Path | None) -> ServiceConfig:
+    if isinstance(config, ServiceConfig):
+        return config
+    if isinstance(config, str | Path):
+        return load_config(config)
+    return load_config(None, overrides=config)
+
+
+def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = None) -> Flask:
+    settings = _resolve(config)
+    logs.configure()
+    ledger = Ledger.open(settings.database_url)
+    engine = AnswerEngine(settings, ledger)
+    engine.check()
+    for dataset in engine.dataset_ids():
+        if settings.policy(dataset).mechanism == "none":
+            log.warning(
+                "dataset %s is served UNPROTECTED (mechanism = none): raw answers, no privacy budget. "
+                "Use only for evaluations.",
+                dataset,
+            )
+    app = Flask(__name__)
+    app.config["MBEACON"] = Runtime(settings, ledger, engine, RateLimiter(settings.rate_limit_per_minute,
+                                                                          settings.redis_url))  # fmt: skip
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False
+    if settings.trusted_proxies:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies,
+                                x_host=settings.trusted_proxies)  # fmt: skip
+    app.register_blueprint(framework.bp, url_prefix="/api")
+    app.register_blueprint(methylation.bp, url_prefix="/api")
+    app.register_blueprint(docs.bp, url_prefix="/api")
+    app.register_blueprint(admin.bp, url_prefix="/api/admin")
+    app.register_blueprint(ops.bp)
+    _install_hooks(app)
+    _install_error_handlers(app)
+    return app
+
+
+def _rate_identity() -> str:
+    header = request.headers.get("Authorization", "")
+    parts = keys.split(header.partition(" ")[2].strip()) if header else None
+    return f"key:{parts[0]}" if parts else f"ip:{request.remote_addr}"
+
+
+def _install_hooks(app: Flask) -> None:
+    @app.before_request
+    def start() -> Any:
+        g.started = time.perf_counter()
+        g.request_id = request.headers.get("X-Request-ID", "")[:64] or uuid.uuid4().hex
+        if request.path.startswith("/api/"):
+            allowed, retry_after = app.config["MBEACON"].limiter.hit(_rate_identity())
+            if not allowed:
+                metrics.REFUSALS.labels("rate_limit").inc()
+                return responses.error(
+                    429, "rate limit exceeded; retry later", headers={"Retry-After": str(retry_after)}
+                )
+        return None
+
+    @app.after_request
+    def finish(response):
+        endpoint = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        elapsed = time.perf_counter() - g.get("started", time.perf_counter())
+        metrics.REQUESTS.labels(request.method, endpoint, str(response.status_code)).inc()
+        metrics.LATENCY.labels(endpoint).observe(elapsed)
+        response.headers["X-Request-ID"] = g.get("request_id", "")
+        user = g.get("mbeacon_user")
+        access_log.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round(elapsed * 1000, 3),
+                "user": user.name if user else None,
+                "client": request.remote_addr,
+                "request_id": g.get("request_id"),
+            },
+        )
+        return response
+
+
+def _install_error_handlers(app: Flask) -> None:
+    @app.errorhandler(AuthError)
+    def auth_error(error: AuthError):
+        metrics.REFUSALS.labels("unauthorized" if error.status == 401 else "forbidden").inc()
+        headers = {"WWW-Authenticate": 'Bearer realm="mbeacon"'} if error.status == 401 else None
+        return responses.error(error.status, error.message, headers=headers)
+
+    @app.errorhandler(QueryError)
+    def query_error(error: QueryError):
+        from mbeacon.beacon.engine import DatasetUnavailable
+
+        status = 403 if isinstance(error, DatasetUnavailable) else 400
+        return responses.error(status, str(error))
+
+    @app.errorhandler(BudgetExhausted)
+    def exhausted(error: BudgetExhausted):
+        metrics.REFUSALS.labels("budget_exhausted").inc()
+        return responses.error(429, str(error), info={"dataset": error.dataset, **error.budget})
+
+    @app.errorhandler(LedgerUnavailable)
+    def ledger_down(error: LedgerUnavailable):
+        log.error("ledger unavailable; request refused", extra={"error": str(error)})
+        metrics.REFUSALS.labels("ledger_unavailable").inc()
+        return responses.error(
+            503, "the privacy ledger is unavailable; retry later", headers={"Retry-After": "5"}
+        )
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        return responses.error(error.code or 500, error.description or error.name)
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception):
+        log.exception("unhandled error", extra={"request_id": g.get("request_id")})
+        return responses.error(500, "internal error; the request was not answered")

@@ -1,0 +1,130 @@
+"""The admin API (admin keys only): users, budgets and the audit log, as the CLI offers them.
+
+Budget resets need ``{"confirm": true}`` and are written to the audit log with the admin's name.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mbeacon.api.auth import require_admin
+from mbeacon.api.responses import informational
+from mbeacon.api.runtime import runtime
+from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.config import DatasetPolicy, Tier
+from mbeacon.beacon.query import QueryError
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+
+
+class NewUser(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=NAME_PATTERN)
+    tier: Tier = "REGISTERED"
+    role: str = Field("researcher", pattern="^(researcher|admin)$")
+    group: str | None = Field(None, pattern=NAME_PATTERN)
+
+
+class BudgetChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    epsilon: float | None = Field(None, gt=0, le=100)
+    c: int | None = Field(None, ge=1, le=100_000)
+    threshold: int | None = Field(None, ge=1)
+    variant: str | None = Field(None, pattern="^(single|redraw)$")
+    count_epsilon: float | None = Field(None, ge=0)
+
+
+class Confirm(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    confirm: bool = False
+
+
+def _body(model: type[BaseModel]) -> BaseModel:
+    data = request.get_json(silent=True)
+    if data is None:
+        data = {}
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise QueryError(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from None
+
+
+@bp.get("/users")
+def users():
+    require_admin()
+    return informational({"users": [u.public() for u in runtime().ledger.users()]})
+
+
+@bp.post("/users")
+def add_user():
+    admin = require_admin()
+    new = _body(NewUser)
+    key = runtime().ledger.add_user(new.name, tier=new.tier, role=new.role, group=new.group,
+                                    actor=f"admin:{admin.name}")  # fmt: skip
+    return informational({"user": runtime().ledger.user(new.name).public(), "key": key}, status=201)
+
+
+@bp.post("/users/<name>/revoke")
+def revoke_user(name: str):
+    admin = require_admin()
+    runtime().ledger.revoke_user(name, actor=f"admin:{admin.name}")
+    return informational({"user": runtime().ledger.user(name).public()})
+
+
+def _account_view(account) -> dict:
+    return {"budgetHolder": account.principal, "dataset": account.dataset, "queries": account.queries,
+            "opened": account.created, **account.budget(), "parameters": account.params.public()}  # fmt: skip
+
+
+@bp.get("/budget")
+def budgets():
+    require_admin()
+    holder = request.args.get("holder")
+    return informational({"accounts": [_account_view(a) for a in runtime().ledger.accounts(holder)]})
+
+
+@bp.put("/budget/<holder>/<dataset>")
+def set_budget(holder: str, dataset: str):
+    admin = require_admin()
+    change = _body(BudgetChange)
+    base = runtime().config.policy(dataset)
+    values = {k: v for k, v in change.model_dump().items() if v is not None}
+    try:
+        policy = DatasetPolicy.model_validate({**base.model_dump(), **values})
+    except ValidationError as error:
+        raise QueryError(f"budget: {error.errors()[0]['msg']}") from None
+    params = AccountParams.from_policy(policy)
+    open_now = runtime().ledger.set_override(holder, dataset, params, actor=f"admin:{admin.name}")
+    return informational(
+        {
+            "budgetHolder": holder,
+            "dataset": dataset,
+            "parameters": params.public(),
+            "appliesFrom": "after budget reset" if open_now else "next query",
+        }
+    )
+
+
+@bp.post("/budget/<holder>/<dataset>/reset")
+def reset_budget(holder: str, dataset: str):
+    admin = require_admin()
+    if not _body(Confirm).confirm:
+        raise QueryError('a reset gives a fresh privacy budget; send {"confirm": true} to do it')
+    existed = runtime().ledger.reset_account(holder, dataset, actor=f"admin:{admin.name}")
+    return informational({"budgetHolder": holder, "dataset": dataset, "reset": existed})
+
+
+@bp.get("/audit")
+def audit():
+    require_admin()
+    try:
+        limit = min(int(request.args.get("limit", 100)), 10_000)
+    except ValueError:
+        raise QueryError("limit must be an integer") from None
+    return informational(
+        {"entries": runtime().ledger.audit_log(limit=limit, principal=request.args.get("holder"))}
+    )

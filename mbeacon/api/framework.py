@@ -1,0 +1,218 @@
+"""The Beacon v2 framework endpoints: /, /info, /service-info, /configuration, /map, /entry_types,
+/filtering_terms and /datasets.
+
+All are informational and need no key, except that /datasets lists only the datasets the caller's
+tier may see (an anonymous caller sees PUBLIC datasets), so nothing about a dataset reaches a
+caller who may not query it.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request, url_for
+
+from mbeacon import __version__
+from mbeacon.api.auth import principal
+from mbeacon.api.responses import (
+    API_VERSION,
+    ENTRY_TYPE,
+    informational,
+    informational_meta,
+    request_summary,
+    response_meta,
+)
+from mbeacon.api.runtime import runtime
+from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.config import TIERS
+
+bp = Blueprint("framework", __name__)
+
+_PRODUCTION_STATUS = {"prod": "PROD", "test": "TEST", "staging": "TEST", "dev": "DEV"}
+METHYLATION_TERM = {"id": "NCIT:C16848", "label": "DNA Methylation"}
+
+
+def _absolute(endpoint: str, **values) -> str:
+    return url_for(endpoint, _external=True, **values)
+
+
+def _entry_types() -> dict:
+    base = request.url_root.rstrip("/")
+    return {
+        ENTRY_TYPE: {
+            "id": ENTRY_TYPE,
+            "name": "DNA methylation range query",
+            "description": (
+                "Does a dataset have at least T patients whose beta value at a CpG probe lies in "
+                "[minValue, maxValue]? Answers are sanitised by SVT² against a public prior."
+            ),
+            "partOfSpecification": "MBeacon methylation extension v1.0.0 (on Beacon v2)",
+            "ontologyTermForThisType": METHYLATION_TERM,
+            "defaultSchema": {
+                "id": "mbeacon-methylation-v1.0.0",
+                "name": "MBeacon methylation query",
+                "referenceToSchemaDefinition": f"{base}/api/openapi.json#/components/schemas/RequestParameters",
+                "schemaVersion": "v1.0.0",
+            },
+            "nonFilteredQueriesAllowed": True,
+        },
+        "dataset": {
+            "id": "dataset",
+            "name": "Dataset",
+            "description": "A methylation cohort: a probes x patients matrix of beta values.",
+            "partOfSpecification": "Beacon v2.0.0",
+            "ontologyTermForThisType": {"id": "NCIT:C47824", "label": "Data set"},
+            "defaultSchema": {
+                "id": "beacon-v2-default-model-dataset",
+                "name": "Default schema for datasets",
+                "referenceToSchemaDefinition": "https://github.com/ga4gh-beacon/beacon-v2/tree/main/models",
+                "schemaVersion": "v2.0.0",
+            },
+            "aCollectionOf": [{"id": ENTRY_TYPE, "name": "DNA methylation range query"}],
+            "nonFilteredQueriesAllowed": True,
+        },
+    }
+
+
+def _info_results() -> dict:
+    config = runtime().config
+    return {
+        "id": config.beacon_id,
+        "name": config.beacon_name,
+        "apiVersion": API_VERSION,
+        "environment": config.environment,
+        "version": __version__,
+        "description": (
+            "A privacy-preserving Beacon for DNA methylation: yes/no answers sanitised by SVT², with "
+            "a per-user privacy budget."
+        ),
+        "organization": {"id": config.organization_id, "name": config.organization_name},
+        "welcomeUrl": _absolute("docs.docs_page"),
+        "info": {"openapi": _absolute("docs.openapi"), "documentation": _absolute("docs.docs_page")},
+    }
+
+
+@bp.get("/")
+@bp.get("/info")
+def info():
+    return informational(_info_results())
+
+
+@bp.get("/service-info")
+def service_info():
+    config = runtime().config
+    return jsonify(
+        {
+            "id": config.beacon_id,
+            "name": config.beacon_name,
+            "type": {"group": "org.ga4gh", "artifact": "beacon", "version": API_VERSION},
+            "description": "Privacy-preserving GA4GH Beacon v2 for DNA methylation (SVT²)",
+            "organization": {"name": config.organization_name, "url": config.organization_url},
+            "documentationUrl": _absolute("docs.docs_page"),
+            "environment": config.environment,
+            "version": __version__,
+        }
+    )
+
+
+@bp.get("/configuration")
+def configuration():
+    config = runtime().config
+    return informational(
+        {
+            "$schema": "https://raw.githubusercontent.com/ga4gh-beacon/beacon-v2/main/framework/json/configuration/beaconConfigurationSchema.json",
+            "maturityAttributes": {"productionStatus": _PRODUCTION_STATUS[config.environment]},
+            "securityAttributes": {"defaultGranularity": "boolean", "securityLevels": list(TIERS)},
+            "entryTypes": _entry_types(),
+        }
+    )
+
+
+@bp.get("/map")
+def beacon_map():
+    return informational(
+        {
+            "$schema": "https://raw.githubusercontent.com/ga4gh-beacon/beacon-v2/main/framework/json/configuration/beaconMapSchema.json",
+            "endpointSets": {
+                ENTRY_TYPE: {
+                    "entryType": ENTRY_TYPE,
+                    "rootUrl": _absolute("methylation.methylation_get"),
+                    "openAPIEndpointsDefinition": _absolute("docs.openapi"),
+                },
+                "dataset": {
+                    "entryType": "dataset",
+                    "rootUrl": _absolute("framework.datasets"),
+                    "endpoints": {
+                        ENTRY_TYPE: {
+                            "returnedEntryType": ENTRY_TYPE,
+                            "url": _absolute("methylation.methylation_get") + "?datasetIds={id}",
+                        }
+                    },
+                },
+            },
+        }
+    )
+
+
+@bp.get("/entry_types")
+def entry_types():
+    return informational({"entryTypes": _entry_types()})
+
+
+@bp.get("/filtering_terms")
+def filtering_terms():
+    # Methylation queries take no ontology filters; an empty list says so explicitly.
+    return informational({"filteringTerms": [], "resources": []})
+
+
+def dataset_policy_public(dataset: str) -> dict:
+    """The published protection of a dataset: parameters, never the noisy thresholds."""
+    policy = runtime().config.policy(dataset)
+    params = AccountParams.from_policy(policy)
+    return {
+        "mechanism": policy.mechanism,
+        "epsilon": policy.epsilon,
+        "epsilon1": params.epsilon1,
+        "epsilon2": params.epsilon2,
+        "countEpsilon": policy.count_epsilon,
+        "c": policy.c,
+        "threshold": policy.threshold,
+        "variant": policy.variant,
+        "scope": policy.scope,
+        "onExhausted": policy.on_exhausted,
+        "tier": policy.tier,
+    }
+
+
+@bp.get("/datasets")
+def datasets():
+    rt = runtime()
+    caller = principal(for_query=False)
+    collections = []
+    for dataset in rt.engine.visible(caller):
+        meta = rt.engine.cohort(dataset).info
+        collections.append(
+            {
+                "id": meta.id,
+                "name": meta.name,
+                "description": meta.description,
+                "createDateTime": meta.created,
+                "info": {
+                    "patients": meta.patients,
+                    "probes": meta.probes,
+                    "tissue": meta.tissue,
+                    "disease": meta.disease,
+                    "assembly": meta.assembly,
+                    "hasProbePositions": meta.has_positions,
+                    "privacy": dataset_policy_public(dataset),
+                },
+            }
+        )
+    return jsonify(
+        {
+            "meta": response_meta("record", request_summary("record"), [{"entityType": "dataset"}]),
+            "responseSummary": {"exists": bool(collections), "numTotalResults": len(collections)},
+            "response": {"collections": collections},
+        }
+    )
+
+
+__all__ = ["bp", "dataset_policy_public", "informational_meta"]

@@ -1,0 +1,64 @@
+"""The methylation entry type's endpoint (GET and POST, single queries and batches) and the
+caller's own budget (``GET /api/budget``)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+from werkzeug.exceptions import BadRequest
+
+from mbeacon.api import metrics
+from mbeacon.api.auth import principal
+from mbeacon.api.responses import informational, methylation_response
+from mbeacon.api.runtime import runtime
+from mbeacon.beacon.query import QueryError, parse_args, parse_body
+
+bp = Blueprint("methylation", __name__)
+
+
+def _answer(parsed):
+    rt = runtime()
+    caller = principal(for_query=True)
+    result = rt.engine.answer(caller, parsed.queries, parsed.granularity)
+    for answer in result.answers:
+        metrics.ANSWERS.labels(answer.dataset, answer.answered_from).inc()
+    for dataset, spent in result.positives_spent.items():
+        if spent:
+            metrics.POSITIVES.labels(dataset).inc(spent)
+    if result.refused:
+        metrics.REFUSALS.labels("budget_exhausted").inc(result.refused)
+    return jsonify(methylation_response(parsed, result))
+
+
+@bp.get("/methylation")
+def methylation_get():
+    return _answer(parse_args(request.args))
+
+
+@bp.post("/methylation")
+def methylation_post():
+    if not request.is_json:
+        raise QueryError("send the Beacon request body as JSON (Content-Type: application/json)")
+    try:
+        body = request.get_json()
+    except BadRequest:
+        raise QueryError("request body is not valid JSON") from None
+    except RecursionError:
+        raise QueryError("request body is nested too deeply") from None
+    return _answer(parse_body(body, max_batch=runtime().config.max_batch))
+
+
+@bp.get("/budget")
+def budget():
+    """The caller's budget on every dataset they may query (thresholds never leave the ledger)."""
+    rt = runtime()
+    caller = principal(for_query=True)
+    budgets = {}
+    for dataset in rt.engine.visible(caller):
+        policy = rt.config.policy(dataset)
+        budgets[dataset] = {
+            "budgetHolder": caller.budget_holder(policy.scope),
+            "scope": policy.scope,
+            "onExhausted": policy.on_exhausted,
+            **rt.engine.budget_of(caller, dataset),
+        }
+    return informational({"user": caller.name, "tier": caller.tier, "budgets": budgets})

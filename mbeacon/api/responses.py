@@ -1,0 +1,117 @@
+"""Beacon v2 response envelopes: meta sections, result sets and the error body.
+
+Everything here is shaped by the GA4GH Beacon v2 framework schemas (``beacon-v2/framework/json``);
+``tests/test_api_schemas.py`` validates every endpoint's responses, errors included, against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, jsonify
+from flask.wrappers import Response
+
+from mbeacon.beacon.engine import AnswerSet
+from mbeacon.beacon.query import ParsedRequest
+
+API_VERSION = "v2.0.0"
+ENTRY_TYPE = "methylation"
+METHYLATION_SCHEMA = {"entityType": ENTRY_TYPE, "schema": "mbeacon-methylation-v1.0.0"}
+
+
+def beacon_id() -> str:
+    return current_app.config["MBEACON"].config.beacon_id
+
+
+def informational_meta(schemas: list[dict] | None = None) -> dict:
+    return {"beaconId": beacon_id(), "apiVersion": API_VERSION, "returnedSchemas": schemas or []}
+
+
+def request_summary(
+    granularity: str = "boolean", include: str | None = None, api_version: str = API_VERSION
+) -> dict:
+    summary: dict[str, Any] = {
+        "apiVersion": api_version,
+        "requestedSchemas": [],
+        "pagination": {"skip": 0, "limit": 0},
+        "requestedGranularity": granularity,
+    }
+    if include is not None:
+        summary["includeResultsetResponses"] = include
+    return summary
+
+
+def response_meta(returned_granularity: str, summary: dict, schemas: list[dict] | None = None) -> dict:
+    return {
+        **informational_meta(schemas),
+        "returnedGranularity": returned_granularity,
+        "receivedRequestSummary": summary,
+    }
+
+
+def informational(response: dict, *, status: int = 200, schemas: list[dict] | None = None) -> Response:
+    out = jsonify({"meta": informational_meta(schemas), "response": response})
+    out.status_code = status
+    return out
+
+
+def error(status: int, message: str, *, info: dict | None = None, headers: dict | None = None) -> Response:
+    """The Beacon error body (``beaconErrorResponse``); ``message`` must be safe to show anyone."""
+    body: dict[str, Any] = {
+        "meta": response_meta("boolean", request_summary()),
+        "error": {"errorCode": status, "errorMessage": message},
+    }
+    if info:
+        body["info"] = info
+    out = jsonify(body)
+    out.status_code = status
+    for name, value in (headers or {}).items():
+        out.headers[name] = value
+    return out
+
+
+def _keep(exists: bool, include: str) -> bool:
+    return include == "ALL" or (include == "HIT" and exists) or (include == "MISS" and not exists)
+
+
+def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
+    """A ``beaconResultsetsResponse``: one result set per (query, dataset), with its provenance."""
+    result_sets = []
+    for answer in result.answers:
+        if not _keep(answer.exists, request.include):
+            continue
+        query = request.queries[answer.query_index]
+        info: dict[str, Any] = {
+            "answeredFrom": answer.answered_from,
+            "cached": answer.cached,
+            "probeId": answer.probe,
+            "range": [query.lo, query.hi],
+            **result.budgets[answer.dataset],
+        }
+        if answer.exhausted:
+            info["budgetExhausted"] = True
+        if request.batch:
+            info["queryIndex"] = answer.query_index
+        result_sets.append(
+            {
+                "id": answer.dataset,
+                "setType": "dataset",
+                "exists": answer.exists,
+                "resultsCount": answer.count if answer.count is not None else 0,
+                "results": [],
+                "info": info,
+            }
+        )
+    summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
+    if result.granularity == "count" and not request.batch:
+        summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)
+    return {
+        "meta": response_meta(
+            result.granularity,
+            request_summary(request.granularity, request.include, request.api_version),
+            [METHYLATION_SCHEMA],
+        ),
+        "responseSummary": summary,
+        "response": {"resultSets": result_sets},
+        "info": {"budgets": result.budgets, "refused": result.refused, "queries": len(request.queries)},
+    }

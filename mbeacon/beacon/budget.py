@@ -1,0 +1,111 @@
+"""Budget accounts: the public SVT² parameters frozen for one budget holder and dataset, and what
+has been spent.
+
+The parameters are copied from the dataset's policy (or an operator override) when the account is
+opened and never change afterwards: the promise made to a budget holder is the epsilon of the
+parameters their noisy thresholds were drawn for. A new policy applies to accounts opened after it
+(new users, or after an explicit, audited ``budget reset``); see docs/service.md.
+
+Accounting (docs/privacy.md): a threshold pair costs ``2 eps1``, each positive (TOP) ``2 eps2 / c``,
+and with noisy counts enabled each positive also ``count_epsilon / c``. With the single-pair variant
+the pair is paid once; with ``redraw`` a new pair is drawn after each positive except the last.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.privacy.svt2 import SVT2Params, SVT2State, svt2_allocate
+
+
+@dataclass(frozen=True)
+class AccountParams:
+    """Public: safe to publish and to show the budget holder."""
+
+    mechanism: str
+    epsilon: float
+    epsilon1: float
+    epsilon2: float
+    count_epsilon: float
+    c: int
+    threshold: int
+    variant: str
+
+    @classmethod
+    def from_policy(cls, policy: DatasetPolicy) -> AccountParams:
+        svt_epsilon = policy.epsilon - policy.count_epsilon
+        eps1, eps2 = svt2_allocate(svt_epsilon, policy.c, redraw=policy.variant == "redraw")
+        return cls(
+            mechanism=policy.mechanism,
+            epsilon=policy.epsilon,
+            epsilon1=eps1,
+            epsilon2=eps2,
+            count_epsilon=policy.count_epsilon,
+            c=policy.c,
+            threshold=policy.threshold,
+            variant=policy.variant,
+        )
+
+    def svt2(self) -> SVT2Params:
+        return SVT2Params(
+            float(self.threshold), self.epsilon1, self.epsilon2, self.c, redraw=self.variant == "redraw"
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AccountParams:
+        return cls(**json.loads(text))
+
+    def public(self) -> dict:
+        out = asdict(self)
+        out["positivesTotal"] = self.c
+        return out
+
+
+@dataclass(frozen=True)
+class Account:
+    """One budget holder's account on one dataset, as locked in the current transaction."""
+
+    principal: str
+    dataset: str
+    params: AccountParams
+    state: SVT2State
+    queries: int
+    created: str
+
+    @property
+    def exhausted(self) -> bool:
+        return self.params.mechanism == "svt2" and self.state.count >= self.params.c
+
+    def epsilon_spent(self) -> float:
+        p = self.params
+        if p.mechanism != "svt2" or self.queries == 0:
+            return 0.0
+        positives = self.state.count
+        pairs = min(positives + 1, p.c) if p.variant == "redraw" else 1
+        return 2 * p.epsilon1 * pairs + (2 * p.epsilon2 + p.count_epsilon) * positives / p.c
+
+    def budget(self) -> dict:
+        """What the holder is told: the Beacon response's budget fields."""
+        if self.params.mechanism != "svt2":
+            return unopened_budget(self.params)
+        return {
+            "positivesUsed": self.state.count,
+            "positivesTotal": self.params.c,
+            "epsilonSpent": round(self.epsilon_spent(), 12),
+            "epsilonTotal": self.params.epsilon,
+        }
+
+
+def unopened_budget(params: AccountParams) -> dict:
+    """Budget fields of an account that has not answered anything yet."""
+    return {
+        "positivesUsed": 0,
+        "positivesTotal": params.c,
+        "epsilonSpent": 0.0,
+        "epsilonTotal": params.epsilon,
+    }

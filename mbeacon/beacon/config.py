@@ -1,0 +1,146 @@
+"""Service configuration: defaults, then a TOML file, then ``MBEACON_*`` environment variables.
+
+Validated with pydantic (the field's standard for typed settings), so a bad file is refused at
+start-up with the location of every mistake (``datasets.demo.epsilon: Input should be greater than
+0``) instead of failing on the first request. Dataset policies are documented in ``docs/service.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Tier = Literal["PUBLIC", "REGISTERED", "CONTROLLED"]
+TIERS: tuple[Tier, ...] = ("PUBLIC", "REGISTERED", "CONTROLLED")
+ENV_PREFIX = "MBEACON_"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the source and the field."""
+
+
+class DatasetPolicy(BaseModel):
+    """How one dataset is protected and who may query it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mechanism: Literal["svt2", "none"] = "svt2"
+    allow_unprotected: bool = False
+    epsilon: float = Field(1.0, gt=0, le=100)
+    c: int = Field(5, ge=1, le=100_000)
+    threshold: int = Field(1, ge=1)
+    variant: Literal["single", "redraw"] = "single"
+    scope: Literal["user", "group", "global"] = "user"
+    on_exhausted: Literal["refuse", "prior"] = "refuse"
+    tier: Tier = "REGISTERED"
+    prior: str | None = None
+    count_epsilon: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DatasetPolicy:
+        if self.mechanism == "none" and not self.allow_unprotected:
+            raise ValueError(
+                "mechanism 'none' answers from the raw data with no protection; it needs "
+                "allow_unprotected = true (for evaluations only)"
+            )
+        if self.count_epsilon >= self.epsilon:
+            raise ValueError("count_epsilon is carved out of epsilon and must be smaller than it")
+        return self
+
+
+class ServiceConfig(BaseModel):
+    """Everything the service reads at start-up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    beacon_id: str = "org.mbeacon.local"
+    beacon_name: str = "MBeacon"
+    organization_id: str = "org.mbeacon"
+    organization_name: str = "MBeacon operator"
+    organization_url: str = "https://example.org"
+    environment: Literal["prod", "test", "dev", "staging"] = "dev"
+    store: Path = Path("data/store")
+    database_url: str = "sqlite:///data/ledger.sqlite3"
+    redis_url: str | None = None
+    anonymous: Literal["refuse", "shared"] = "refuse"
+    rate_limit_per_minute: int = Field(600, ge=0)
+    max_body_bytes: int = Field(1_000_000, ge=1024)
+    max_batch: int = Field(1000, ge=1, le=100_000)
+    trusted_proxies: int = Field(0, ge=0, le=10)
+    metrics_public: bool = False
+    default_prior: str | None = None
+    defaults: DatasetPolicy = DatasetPolicy()
+    datasets: dict[str, DatasetPolicy] = Field(default_factory=dict)
+
+    def policy(self, dataset_id: str) -> DatasetPolicy:
+        """The policy of a dataset: its own table in the file, else ``defaults``."""
+        return self.datasets.get(dataset_id, self.defaults)
+
+
+def _policy_tables(raw: dict[str, Any]) -> dict[str, Any]:
+    """Dataset tables inherit every key they do not set from ``[defaults]``."""
+    defaults = raw.get("defaults", {})
+    datasets = raw.get("datasets", {})
+    if not isinstance(defaults, dict) or not isinstance(datasets, dict):
+        return raw
+    merged = {
+        name: {**defaults, **table} if isinstance(table, dict) else table for name, table in datasets.items()
+    }
+    return {**raw, "datasets": merged}
+
+
+def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    """Top-level scalar settings from ``MBEACON_<FIELD>`` (dataset policies live in the file)."""
+    out: dict[str, Any] = {}
+    for name, field in ServiceConfig.model_fields.items():
+        if name in ("defaults", "datasets"):
+            continue
+        value = env.get(ENV_PREFIX + name.upper())
+        if value is None:
+            continue
+        if field.annotation is bool:
+            out[name] = value.strip().lower() in ("1", "true", "yes", "on")
+        else:
+            out[name] = value
+    return out
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  {where}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServiceConfig:
+    """Layer defaults, the TOML file (``path`` or ``$MBEACON_CONFIG``), the environment, overrides."""
+    env = os.environ if env is None else env
+    path = path or env.get(ENV_PREFIX + "CONFIG")
+    raw: dict[str, Any] = {}
+    source = "defaults"
+    if path:
+        source = str(path)
+        try:
+            with open(path, "rb") as handle:
+                raw = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: configuration file not found") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    raw = _policy_tables(raw)
+    layered = {**raw, **_from_environment(env), **dict(overrides or {})}
+    try:
+        return ServiceConfig.model_validate(layered)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, source + " (+ MBEACON_* environment)")) from None

@@ -1,0 +1,376 @@
+"""The answer engine: methylation queries in, SVT²-sanitised answers out, budget committed first.
+
+For each request:
+
+1. resolve the datasets the caller may see and the probe of each query;
+2. compute, outside any lock, ``alpha`` (patients with a value in the range, from the HDF5 store)
+   and ``beta = N * P_prior(range)`` with N the **public** cohort size (never a per-probe count of
+   non-missing values: docs/privacy.md explains why that would leak);
+3. in one ledger transaction: lock every budget account involved (sorted, so no deadlock), take
+   cached answers, run SVT² over the rest from the saved state, store the new state, the new cached
+   answers and the audit rows; commit;
+4. only then return the answers.
+
+If an account is already exhausted when the request starts and its policy is ``refuse``, the whole
+transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExhausted` is raised
+(HTTP 429); a batch that runs out part-way returns the answered queries and marks the rest refused.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
+from mbeacon.beacon.config import TIERS, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
+from mbeacon.beacon.query import MethylationQuery, QueryError
+from mbeacon.privacy.noise import lattice_laplace
+from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
+from mbeacon.privacy.svt2 import svt2_resume
+from mbeacon.store.cohorts import Cohort, CohortStore
+from mbeacon.store.priors import Prior, list_priors, load_prior
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking: a user, or the shared anonymous caller."""
+
+    name: str
+    tier: str
+    group: str | None = None
+    anonymous: bool = False
+
+    def budget_holder(self, scope: str) -> str:
+        if self.anonymous:
+            return "anonymous"
+        if scope == "global":
+            return "global"
+        if scope == "group":
+            return f"group:{self.group or self.name}"
+        return f"user:{self.name}"
+
+    def may_see(self, policy: DatasetPolicy) -> bool:
+        return TIERS.index(self.tier) >= TIERS.index(policy.tier)  # type: ignore[arg-type]
+
+
+class DatasetUnavailable(QueryError):
+    """The dataset does not exist or the caller may not see it (one message for both: no leak)."""
+
+
+class BudgetExhausted(RuntimeError):
+    """Every positive of the account is spent and the policy refuses further answers."""
+
+    def __init__(self, dataset: str, budget: dict) -> None:
+        super().__init__(f"privacy budget for dataset {dataset!r} is exhausted")
+        self.dataset = dataset
+        self.budget = budget
+
+
+@dataclass
+class Answer:
+    """One (query, dataset) answer as released."""
+
+    query_index: int
+    dataset: str
+    probe: str | None
+    exists: bool
+    answered_from: str  # "prior", "data" or "refused"
+    count: int | None = None
+    cached: bool = False
+    exhausted: bool = False
+
+
+@dataclass
+class AnswerSet:
+    answers: list[Answer]
+    budgets: dict[str, dict]
+    granularity: str
+    positives_spent: dict[str, int] = field(default_factory=dict)
+    refused: int = 0
+
+
+@dataclass
+class _Work:
+    """Per dataset: the queries that target it and their alpha/beta."""
+
+    dataset: str
+    policy: DatasetPolicy
+    query_index: list[int]
+    keys: list[str]
+    probes: list[str | None]
+    alpha: np.ndarray
+    beta: np.ndarray
+
+
+def _query_key(version: str, probe: str | None, q: MethylationQuery, granularity: str) -> str:
+    """Cache key; ``version`` (the cohort file's checksum) keeps answers of replaced data apart."""
+    return f"{version}|{probe}|{q.lo!r}|{q.hi!r}|{granularity}"
+
+
+class AnswerEngine:
+    """Answers queries for one process; opens cohorts and priors lazily (after fork)."""
+
+    def __init__(self, config: ServiceConfig, ledger: Ledger) -> None:
+        self.config = config
+        self.ledger = ledger
+        self.store = CohortStore(config.store)
+        self._cohorts: dict[str, Cohort] = {}
+        self._priors: dict[str, Prior] = {}
+        self._lock = threading.Lock()
+
+    # --- datasets and priors -------------------------------------------------------------------
+
+    def dataset_ids(self) -> list[str]:
+        return self.store.ids()
+
+    def visible(self, principal: Principal) -> list[str]:
+        return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]
+
+    def cohort(self, dataset: str) -> Cohort:
+        with self._lock:
+            if dataset not in self._cohorts:
+                self._cohorts[dataset] = self.store.open(dataset)
+            return self._cohorts[dataset]
+
+    def prior_name(self, dataset: str) -> str:
+        policy = self.config.policy(dataset)
+        name = policy.prior or self.config.default_prior
+        if name:
+            return name
+        names = sorted({p["name"] for p in list_priors(self.config.store)})
+        if len(names) == 1:
+            return names[0]
+        raise RuntimeError(
+            f"dataset {dataset!r} has no prior: set prior = NAME in its [datasets.{dataset}] table or "
+            f"default_prior (the store has {len(names)} priors: {', '.join(names) or 'none'})"
+        )
+
+    def prior(self, dataset: str) -> Prior:
+        name = self.prior_name(dataset)
+        with self._lock:
+            if name not in self._priors:
+                self._priors[name] = load_prior(self.config.store, name)
+            return self._priors[name]
+
+    def check(self) -> None:
+        """Fail at start-up, with a clear message, if a dataset cannot be served."""
+        for dataset in self.dataset_ids():
+            policy = self.config.policy(dataset)
+            self.cohort(dataset).info  # noqa: B018 - opens and validates the file
+            if policy.mechanism == "svt2":
+                self.prior(dataset)
+
+    def new_params(self, dataset: str) -> AccountParams:
+        return AccountParams.from_policy(self.config.policy(dataset))
+
+    # --- answering -----------------------------------------------------------------------------
+
+    def _targets(self, principal: Principal, queries: list[MethylationQuery]) -> dict[str, list[int]]:
+        visible = self.visible(principal)
+        visible_set = set(visible)
+        targets: dict[str, list[int]] = defaultdict(list)
+        for i, q in enumerate(queries):
+            wanted = q.datasets if q.datasets is not None else visible
+            for dataset in wanted:
+                if dataset not in visible_set:
+                    raise DatasetUnavailable(f"dataset {dataset!r} does not exist or is not available to you")
+                targets[dataset].append(i)
+        return targets
+
+    def _resolve(self, cohort: Cohort, q: MethylationQuery) -> str | None:
+        if q.probe is not None:
+            return q.probe
+        found = cohort.probes_at(q.chromosome or "", (q.start or 0) + 1)
+        return found[0] if found else None
+
+    def _work(
+        self, dataset: str, indices: list[int], queries: list[MethylationQuery], granularity: str
+    ) -> _Work:
+        cohort = self.cohort(dataset)
+        policy = self.config.policy(dataset)
+        qs = [queries[i] for i in indices]
+        probes = [self._resolve(cohort, q) for q in qs]
+        lo = np.array([q.lo for q in qs], dtype=np.float64)
+        hi = np.array([q.hi for q in qs], dtype=np.float64)
+        ids = np.array([p or "" for p in probes])
+        rows = cohort.probe_index(ids) if len(ids) else np.zeros(0, dtype=np.int64)
+        alpha = np.zeros(len(qs), dtype=np.float64)
+        known = rows >= 0
+        if known.any():
+            alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
+        if policy.mechanism == "svt2":
+            probability = self.prior(dataset).probability(ids, lo, hi)
+            # A probe the prior does not know: the public fallback is a uniform prior on [0, 1].
+            probability = np.where(np.isnan(probability), np.clip(hi - lo, 0.0, 1.0), probability)
+            beta = cohort.n_patients * probability  # N public: never a per-probe non-missing count
+        else:
+            beta = np.zeros(len(qs))
+        version = cohort.info.checksum[:16]
+        keys = [_query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
+        return _Work(dataset, policy, indices, keys, probes, alpha, beta)
+
+    def answer(
+        self, principal: Principal, queries: list[MethylationQuery], granularity: str = "boolean"
+    ) -> AnswerSet:
+        """Answer every (query, dataset) pair; the ledger is committed before this returns."""
+        targets = self._targets(principal, queries)
+        returned = self._granularity(principal, granularity, list(targets))
+        work = [self._work(d, targets[d], queries, returned) for d in sorted(targets)]
+        answers: list[Answer] = []
+        budgets: dict[str, dict] = {}
+        spent: dict[str, int] = {}
+        audit: list[AuditRow] = []
+        try:
+            with self.ledger.db.transaction() as tx:
+                for w in work:
+                    holder = principal.budget_holder(w.policy.scope)
+                    account = self.ledger.lock_account(
+                        tx, holder, w.dataset, lambda w=w: self.new_params(w.dataset)
+                    )
+                    cached = self.ledger.cached_answers(tx, holder, w.dataset, w.keys)
+                    released, new_rows, state_after, queries_after = self._release(
+                        account, w, cached, returned
+                    )
+                    if (
+                        account.exhausted
+                        and w.policy.on_exhausted == "refuse"
+                        and any(a.answered_from == "refused" for a in released)
+                    ):
+                        raise _Rollback(w.dataset, account.budget())
+                    if state_after is not account.state or queries_after != account.queries:
+                        self.ledger.save_account(tx, account, state_after, queries_after)
+                    self.ledger.store_answers(tx, holder, w.dataset, new_rows)
+                    audit.extend(self._audit_rows(principal, holder, w.dataset, queries, released, returned))
+                    answers.extend(released)
+                    after = Account(
+                        holder, w.dataset, account.params, state_after, queries_after, account.created
+                    )
+                    budgets[w.dataset] = after.budget()
+                    spent[w.dataset] = state_after.count - account.state.count
+                self.ledger.append_audit(tx, audit)
+        except _Rollback as rollback:
+            dataset, budget = rollback.args
+            holder = principal.budget_holder(self.config.policy(dataset).scope)
+            refusal = AuditRow("refused", principal.name, holder, dataset, detail="budget exhausted")
+            with self.ledger.db.transaction() as tx:
+                self.ledger.append_audit(tx, [refusal])
+            raise BudgetExhausted(dataset, budget) from None
+        answers.sort(key=lambda a: (a.query_index, a.dataset))
+        return AnswerSet(
+            answers, budgets, returned, spent, sum(a.answered_from == "refused" for a in answers)
+        )
+
+    @staticmethod
+    def _audit_rows(
+        principal: Principal, holder: str, dataset: str, queries: list[MethylationQuery],
+        released: list[Answer], granularity: str,
+    ) -> list[AuditRow]:  # fmt: skip
+        rows = []
+        for a in released:
+            query = {**queries[a.query_index].describe(), "probe": a.probe, "granularity": granularity}
+            rows.append(
+                AuditRow("query", principal.name, holder, dataset, json.dumps(query, sort_keys=True),
+                         a.answered_from, a.cached)
+            )  # fmt: skip
+        return rows
+
+    def _granularity(self, principal: Principal, requested: str, datasets: list[str]) -> str:
+        """Count answers only for CONTROLLED callers on datasets with noisy counts enabled."""
+        if requested == "boolean" or principal.tier != "CONTROLLED":
+            return "boolean"
+        policies = [self.config.policy(d) for d in datasets]
+        if policies and all(p.count_epsilon > 0 and p.mechanism == "svt2" for p in policies):
+            return "count"
+        return "boolean"
+
+    def _release(
+        self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str
+    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], object, int]:
+        params = account.params
+        t = params.threshold
+        released: list[Answer | None] = [None] * len(w.keys)
+        fresh: list[int] = []
+        first_of: dict[str, int] = {}
+        for j, key in enumerate(w.keys):
+            hit = cached.get(key)
+            if hit is not None:
+                released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], hit.exists, hit.answered_from,
+                                     hit.count, cached=True)  # fmt: skip
+            elif key in first_of:
+                continue  # the same query twice in one batch: answered once, below
+            else:
+                first_of[key] = j
+                fresh.append(j)
+        state, queries = account.state, account.queries
+        new_rows: list[tuple[str, CachedAnswer]] = []
+        if fresh:
+            idx = np.array(fresh)
+            alpha, beta = w.alpha[idx], w.beta[idx]
+            prior_yes = beta >= t
+            if params.mechanism == "svt2":
+                flags, state = svt2_resume(state, alpha, beta, params.svt2())
+            else:
+                flags = np.where((alpha >= t) != prior_yes, TOP, 0).astype(np.int8)
+            noisy = None
+            if granularity == "count" and params.count_epsilon > 0:
+                scale = params.c / params.count_epsilon
+                noisy = np.maximum(alpha + lattice_laplace(scale, 1.0, alpha.size, None), 0).astype(np.int64)
+            for n, j in enumerate(fresh):
+                flag = int(flags[n])
+                exhausted = False
+                if params.mechanism == "none":
+                    exists, source = bool(alpha[n] >= t), "data"
+                elif flag == UNANSWERED:
+                    exhausted = True
+                    if w.policy.on_exhausted == "prior":
+                        exists, source = bool(prior_yes[n]), "prior"
+                    else:
+                        exists, source = False, "refused"
+                elif flag == TOP:
+                    exists, source = not bool(prior_yes[n]), "data"
+                else:
+                    exists, source = bool(prior_yes[n]), "prior"
+                count = None
+                if granularity == "count" and source != "refused":
+                    count = (
+                        int(noisy[n]) if (source == "data" and noisy is not None) else round(float(beta[n]))
+                    )
+                answer = Answer(
+                    w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
+                )
+                released[j] = answer
+                if source != "refused":
+                    queries += 1
+                    new_rows.append((w.keys[j], CachedAnswer(exists, source, count)))
+        for j, key in enumerate(w.keys):  # duplicates within the batch share the first answer
+            if released[j] is None:
+                first = released[first_of[key]]
+                assert first is not None
+                released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], first.exists,
+                                     first.answered_from, first.count, cached=True)  # fmt: skip
+        return [a for a in released if a is not None], new_rows, state, queries
+
+    def budget_of(self, principal: Principal, dataset: str) -> dict:
+        """Budget state and the parameters it was promised under (frozen when it was opened)."""
+        policy = self.config.policy(dataset)
+        account = self.ledger.account(principal.budget_holder(policy.scope), dataset)
+        params = account.params if account is not None else self.new_params(dataset)
+        budget = account.budget() if account is not None else unopened_budget(params)
+        return {
+            **budget,
+            "mechanism": params.mechanism,
+            "epsilon1": params.epsilon1,
+            "epsilon2": params.epsilon2,
+            "countEpsilon": params.count_epsilon,
+            "threshold": params.threshold,
+            "variant": params.variant,
+        }
+
+
+class _Rollback(Exception):
+    """Raised inside the transaction to undo it (an exhausted account refused the request)."""

@@ -1,0 +1,198 @@
+"""Connections to the ledger database, SQLite or PostgreSQL, opened per process (after fork).
+
+Both backends expose the same small surface: ``transaction()`` yields a :class:`Tx` whose
+``execute``/``executemany`` take ``?`` placeholders, and ``lock_row_sql`` says how to lock a budget
+account row. Choices, and why:
+
+* **SQLite** (default, one host): WAL journal so readers never block the writer, ``BEGIN IMMEDIATE``
+  so two workers cannot both read an account and then both write it (the second waits on the busy
+  timeout instead of failing at commit), ``synchronous = FULL`` so a committed budget change
+  survives power loss, not only a process crash. One connection per thread and process.
+* **PostgreSQL** (several hosts): psycopg 3 with a connection pool per process; an account row is
+  locked with ``SELECT ... FOR UPDATE`` inside the transaction, so hosts serialise on it.
+
+Any backend failure surfaces as :class:`LedgerUnavailable`, which the API turns into HTTP 503: a
+request whose ledger write failed is never answered.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+BUSY_TIMEOUT_S = 30.0
+
+
+class LedgerUnavailable(RuntimeError):
+    """The ledger database could not be reached or refused the write; nothing was answered."""
+
+
+class Tx:
+    """One open transaction; rows come back as tuples."""
+
+    def __init__(self, cursor: Any, placeholder: str) -> None:
+        self._cursor = cursor
+        self._placeholder = placeholder
+
+    def _sql(self, sql: str) -> str:
+        return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Tx:
+        if self._placeholder == "?":
+            self._cursor.execute(sql, tuple(params))
+        else:  # psycopg: no parameters means no %-formatting of the statement
+            self._cursor.execute(self._sql(sql), tuple(params) if params else None)
+        return self
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._cursor.executemany(self._sql(sql), [tuple(r) for r in rows])
+
+    def fetchone(self) -> tuple | None:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[tuple]:
+        return list(self._cursor.fetchall())
+
+
+class Database:
+    """Common interface; see :func:`connect`."""
+
+    dialect: str
+    lock_suffix: str = ""
+
+    def transaction(self, write: bool = True) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def ping(self) -> None:
+        with self.transaction(write=False) as tx:
+            tx.execute("SELECT 1").fetchone()
+
+
+class SQLiteDatabase(Database):
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextmanager
+    def transaction(self, write: bool = True) -> Iterator[Tx]:
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.Error as error:
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+        cursor = conn.cursor()
+        try:
+            yield Tx(cursor, "?")
+        except sqlite3.OperationalError as error:  # disk full, read-only file, lock timeout
+            _quietly(conn.execute, "ROLLBACK")
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+        except BaseException:
+            _quietly(conn.execute, "ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as error:
+            _quietly(conn.execute, "ROLLBACK")
+            raise LedgerUnavailable(f"ledger database {self.path}: commit failed: {error}") from error
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            conn.close()
+        self._local = threading.local()
+
+
+class PostgresDatabase(Database):
+    dialect = "postgresql"
+    lock_suffix = " FOR UPDATE"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8) -> None:
+        self.url = url
+        self._sizes = (min_size, max_size)
+        self._pool: Any = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    def _get_pool(self) -> Any:
+        if self._pool is not None and self._pid == os.getpid():
+            return self._pool
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(
+                    self.url,
+                    min_size=self._sizes[0],
+                    max_size=self._sizes[1],
+                    open=True,
+                    timeout=10.0,
+                    check=ConnectionPool.check_connection,
+                    kwargs={"autocommit": False},
+                )
+                self._pid = os.getpid()
+        return self._pool
+
+    @contextmanager
+    def transaction(self, write: bool = True) -> Iterator[Tx]:
+        import psycopg
+
+        try:
+            with self._get_pool().connection() as conn, conn.transaction(), conn.cursor() as cursor:
+                yield Tx(cursor, "%s")
+        except psycopg.Error as error:
+            raise LedgerUnavailable(f"ledger database: {type(error).__name__}: {error}") from error
+        except Exception as error:
+            from psycopg_pool import PoolTimeout
+
+            if isinstance(error, PoolTimeout):
+                raise LedgerUnavailable(f"ledger database: {error}") from error
+            raise
+
+    def close(self) -> None:
+        if self._pool is not None and self._pid == os.getpid():
+            self._pool.close()
+        self._pool = None
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    with suppress(sqlite3.Error):
+        fn(*args)
+
+
+def connect(url: str) -> Database:
+    """``sqlite:///relative.db``, ``sqlite:////absolute.db`` or ``postgresql://...``."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ValueError(f"database url {url!r}: write sqlite:///path/to/ledger.sqlite3")
+        return SQLiteDatabase(path)
+    if parsed.scheme in ("postgresql", "postgres"):
+        return PostgresDatabase(url)
+    raise ValueError(f"database url {url!r}: use sqlite:///PATH or postgresql://...")

@@ -1,0 +1,313 @@
+"""The privacy ledger: users and keys, budget accounts with their SVT² state, the answer cache and the
+append-only audit log, over SQLite or PostgreSQL (:mod:`.database`).
+
+Every method that changes budget state takes the open transaction ``tx`` of the caller, so that the
+account lock, the state change, the cached answers and the audit rows of one request commit
+together, before the answer leaves the process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from mbeacon.beacon import keys
+from mbeacon.beacon.budget import Account, AccountParams
+from mbeacon.beacon.ledger import schema
+from mbeacon.beacon.ledger.database import Database, Tx, connect
+from mbeacon.privacy.svt2 import SVT2State
+
+ROLES = ("researcher", "admin")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: str
+    tier: str
+    group: str | None
+    created: str
+    revoked: str | None
+
+    def public(self) -> dict:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "tier": self.tier,
+            "group": self.group,
+            "created": self.created,
+            "revoked": self.revoked,
+        }
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    exists: bool
+    answered_from: str
+    count: int | None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    event: str
+    actor: str | None
+    principal: str | None = None
+    dataset: str | None = None
+    query: str | None = None
+    answered_from: str | None = None
+    cached: bool | None = None
+    detail: str | None = None
+
+
+class UserError(ValueError):
+    """An operator request about users that cannot be done (duplicate name, unknown user)."""
+
+
+_USER_COLUMNS = "name, role, tier, group_name, created, revoked"
+
+
+class Ledger:
+    """High-level ledger operations; one instance per process is enough (connections are per pid)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True) -> Ledger:
+        ledger = cls(connect(url))
+        if migrate:
+            schema.upgrade(ledger.db)
+        return ledger
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- users and keys ------------------------------------------------------------------------
+
+    def add_user(
+        self, name: str, *, tier: str = "REGISTERED", role: str = "researcher", group: str | None = None,
+        actor: str = "operator",
+    ) -> str:  # fmt: skip
+        """Create a user and return their key (the only time it exists in clear)."""
+        if role not in ROLES:
+            raise UserError(f"role must be one of {', '.join(ROLES)}")
+        new = keys.mint()
+        with self.db.transaction() as tx:
+            tx.execute("SELECT 1 FROM users WHERE name = ?", (name,))
+            if tx.fetchone():
+                raise UserError(f"user {name!r} exists; revoke it first or choose another name")
+            tx.execute(
+                "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, role, tier, group, new.key_id, new.salt, new.digest, now()),
+            )
+            self.append_audit(tx, [AuditRow("user_add", actor, detail=f"{name} role={role} tier={tier}")])
+        return new.key
+
+    def rotate_key(self, name: str, *, actor: str = "operator") -> str:
+        """Give an existing, active user a new key; the old key stops working at once."""
+        new = keys.mint()
+        with self.db.transaction() as tx:
+            tx.execute(
+                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ? WHERE name = ? AND revoked IS NULL",
+                (new.key_id, new.salt, new.digest, name),
+            )
+            tx.execute("SELECT 1 FROM users WHERE name = ? AND revoked IS NULL", (name,))
+            if not tx.fetchone():
+                raise UserError(f"no active user {name!r}")
+            self.append_audit(tx, [AuditRow("key_rotate", actor, detail=name)])
+        return new.key
+
+    def revoke_user(self, name: str, *, actor: str = "operator") -> None:
+        with self.db.transaction() as tx:
+            tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+            if row is None:
+                raise UserError(f"no user {name!r}")
+            if row[0] is None:
+                tx.execute("UPDATE users SET revoked = ? WHERE name = ?", (now(), name))
+                self.append_audit(tx, [AuditRow("user_revoke", actor, detail=name)])
+
+    def users(self) -> list[User]:
+        with self.db.transaction(write=False) as tx:
+            tx.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY name")
+            return [User(*row) for row in tx.fetchall()]
+
+    def user(self, name: str) -> User | None:
+        with self.db.transaction(write=False) as tx:
+            tx.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+        return User(*row) if row else None
+
+    def authenticate(self, key: str) -> User | None:
+        """The active user holding ``key``, or None (same work whether or not the key id exists)."""
+        parts = keys.split(key)
+        if parts is None:
+            keys.verify(key[:43], None, None)
+            return None
+        key_id, secret = parts
+        with self.db.transaction(write=False) as tx:
+            tx.execute(f"SELECT {_USER_COLUMNS}, key_salt, key_hash FROM users WHERE key_id = ?", (key_id,))
+            row = tx.fetchone()
+        if row is None:
+            keys.verify(secret, None, None)
+            return None
+        if not keys.verify(secret, row[6], row[7]) or row[5] is not None:
+            return None
+        return User(*row[:6])
+
+    # --- budget accounts -----------------------------------------------------------------------
+
+    def _read_account(self, tx: Tx, principal: str, dataset: str, lock: bool) -> Account | None:
+        tx.execute(
+            "SELECT params, z1, z2, positives, queries, created FROM accounts"
+            " WHERE principal = ? AND dataset = ?" + (self.db.lock_suffix if lock else ""),
+            (principal, dataset),
+        )
+        row = tx.fetchone()
+        if row is None:
+            return None
+        params = AccountParams.from_json(row[0])
+        return Account(principal, dataset, params, SVT2State(row[1], row[2], row[3]), row[4], row[5])
+
+    def lock_account(
+        self, tx: Tx, principal: str, dataset: str, params_for_new: Callable[[], AccountParams]
+    ) -> Account:
+        """The account, locked until ``tx`` ends; opened (fresh secret thresholds) if absent."""
+        account = self._read_account(tx, principal, dataset, lock=True)
+        if account is not None:
+            return account
+        params = self.override(tx, principal, dataset) or params_for_new()
+        state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
+        stamp = now()
+        tx.execute(
+            "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created, updated)"
+            " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
+            (principal, dataset, params.to_json(), state.z1, state.z2, stamp, stamp),
+        )
+        account = self._read_account(tx, principal, dataset, lock=True)
+        assert account is not None
+        return account
+
+    def save_account(self, tx: Tx, account: Account, state: SVT2State, queries: int) -> None:
+        tx.execute(
+            "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, queries = ?, updated = ?"
+            " WHERE principal = ? AND dataset = ?",
+            (state.z1, state.z2, state.count, queries, now(), account.principal, account.dataset),
+        )
+
+    def account(self, principal: str, dataset: str) -> Account | None:
+        with self.db.transaction(write=False) as tx:
+            return self._read_account(tx, principal, dataset, lock=False)
+
+    def accounts(self, principal: str | None = None) -> list[Account]:
+        sql = "SELECT principal, dataset FROM accounts"
+        params: tuple = ()
+        if principal is not None:
+            sql += " WHERE principal = ?"
+            params = (principal,)
+        with self.db.transaction(write=False) as tx:
+            tx.execute(sql + " ORDER BY principal, dataset", params)
+            pairs = tx.fetchall()
+            found = (self._read_account(tx, p, d, lock=False) for p, d in pairs)
+            return [a for a in found if a is not None]
+
+    def reset_account(self, principal: str, dataset: str, *, actor: str) -> bool:
+        """Delete the account and its cached answers (a fresh budget on next use); audited."""
+        with self.db.transaction() as tx:
+            account = self._read_account(tx, principal, dataset, lock=True)
+            tx.execute("DELETE FROM answers WHERE principal = ? AND dataset = ?", (principal, dataset))
+            tx.execute("DELETE FROM accounts WHERE principal = ? AND dataset = ?", (principal, dataset))
+            spent = account.budget() if account else None
+            self.append_audit(
+                tx,
+                [AuditRow("budget_reset", actor, principal, dataset, detail=json.dumps({"before": spent}))],
+            )
+        return account is not None
+
+    # --- operator overrides --------------------------------------------------------------------
+
+    def override(self, tx: Tx, principal: str, dataset: str) -> AccountParams | None:
+        tx.execute(
+            "SELECT params FROM budget_overrides WHERE principal = ? AND dataset = ?", (principal, dataset)
+        )
+        row = tx.fetchone()
+        return AccountParams.from_json(row[0]) if row else None
+
+    def set_override(self, principal: str, dataset: str, params: AccountParams, *, actor: str) -> bool:
+        """Parameters for this holder's next account on ``dataset``; True if an account is open now."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "DELETE FROM budget_overrides WHERE principal = ? AND dataset = ?", (principal, dataset)
+            )
+            tx.execute(
+                "INSERT INTO budget_overrides (principal, dataset, params, set_by, time)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (principal, dataset, params.to_json(), actor, now()),
+            )
+            self.append_audit(
+                tx, [AuditRow("budget_set", actor, principal, dataset, detail=params.to_json())]
+            )
+            return self._read_account(tx, principal, dataset, lock=False) is not None
+
+    # --- answer cache and audit log ------------------------------------------------------------
+
+    def cached_answers(
+        self, tx: Tx, principal: str, dataset: str, query_keys: Sequence[str]
+    ) -> dict[str, CachedAnswer]:
+        found: dict[str, CachedAnswer] = {}
+        unique = list(dict.fromkeys(query_keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            tx.execute(
+                "SELECT query_key, answer_exists, answered_from, count_value FROM answers"
+                f" WHERE principal = ? AND dataset = ? AND query_key IN ({marks})",
+                (principal, dataset, *chunk),
+            )
+            for key, exists, source, count in tx.fetchall():
+                found[key] = CachedAnswer(bool(exists), source, count)
+        return found
+
+    def store_answers(
+        self, tx: Tx, principal: str, dataset: str, answers: Iterable[tuple[str, CachedAnswer]]
+    ) -> None:
+        stamp = now()
+        tx.executemany(
+            "INSERT INTO answers (principal, dataset, query_key, answer_exists, answered_from, count_value,"
+            " created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(principal, dataset, k, int(a.exists), a.answered_from, a.count, stamp) for k, a in answers],
+        )
+
+    def append_audit(self, tx: Tx, rows: Sequence[AuditRow]) -> None:
+        stamp = now()
+        tx.executemany(
+            "INSERT INTO audit_log (time, event, actor, principal, dataset, query, answered_from, cached,"
+            " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (stamp, r.event, r.actor, r.principal, r.dataset, r.query, r.answered_from,
+                 None if r.cached is None else int(r.cached), r.detail)
+                for r in rows
+            ],
+        )  # fmt: skip
+
+    def audit_log(self, *, limit: int = 100, principal: str | None = None) -> list[dict]:
+        sql = (
+            "SELECT id, time, event, actor, principal, dataset, query, answered_from, cached, detail"
+            " FROM audit_log"
+        )
+        params: tuple = ()
+        if principal is not None:
+            sql += " WHERE principal = ?"
+            params = (principal,)
+        with self.db.transaction(write=False) as tx:
+            tx.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+            names = ("id", "time", "event", "actor", "principal", "dataset", "query", "answeredFrom",
+                     "cached", "detail")  # fmt: skip
+            return [dict(zip(names, row, strict=True)) for row in tx.fetchall()]

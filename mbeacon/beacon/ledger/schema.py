@@ -1,0 +1,153 @@
+"""The ledger's schema, as numbered migrations applied in order and recorded in ``schema_version``.
+
+A migration is never edited once released; a change is a new migration. ``upgrade`` runs at every
+start-up (and as ``mbeacon db upgrade``) under a write lock (SQLite ``BEGIN IMMEDIATE``, a
+PostgreSQL advisory lock), so workers and hosts starting together apply each migration once.
+
+Tables:
+
+* ``users``: API keys as salted SHA-256 hashes (keys are 256-bit random secrets, so a slow hash buys
+  nothing), role (researcher or admin), tier, group.
+* ``accounts``: the SVT² state per budget holder and dataset, with the public parameters frozen when
+  the account was opened (see docs/service.md, "Changing a dataset's parameters"). ``z1``/``z2``
+  are the secret noisy threshold offsets.
+* ``answers``: the answer cache (identical query, identical answer, no cost).
+* ``budget_overrides``: operator-set parameters for one budget holder and dataset.
+* ``audit_log``: append-only (triggers refuse UPDATE and DELETE) record of queries and operator
+  actions; never thresholds, keys or raw counts.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from mbeacon.beacon.ledger.database import Database
+
+_COMMON_V1 = [
+    """CREATE TABLE users (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        group_name TEXT,
+        key_id TEXT NOT NULL UNIQUE,
+        key_salt TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        created TEXT NOT NULL,
+        revoked TEXT
+    )""",
+    """CREATE TABLE accounts (
+        principal TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        params TEXT NOT NULL,
+        z1 DOUBLE PRECISION NOT NULL,
+        z2 DOUBLE PRECISION NOT NULL,
+        positives INTEGER NOT NULL,
+        queries INTEGER NOT NULL,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        PRIMARY KEY (principal, dataset)
+    )""",
+    """CREATE TABLE answers (
+        principal TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        answer_exists INTEGER NOT NULL,
+        answered_from TEXT NOT NULL,
+        count_value INTEGER,
+        created TEXT NOT NULL,
+        PRIMARY KEY (principal, dataset, query_key)
+    )""",
+    """CREATE TABLE budget_overrides (
+        principal TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        params TEXT NOT NULL,
+        set_by TEXT NOT NULL,
+        time TEXT NOT NULL,
+        PRIMARY KEY (principal, dataset)
+    )""",
+]
+
+_AUDIT_COLUMNS = """
+        time TEXT NOT NULL,
+        event TEXT NOT NULL,
+        actor TEXT,
+        principal TEXT,
+        dataset TEXT,
+        query TEXT,
+        answered_from TEXT,
+        cached INTEGER,
+        detail TEXT
+"""
+
+_SQLITE_V1 = [
+    *_COMMON_V1,
+    f"CREATE TABLE audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, {_AUDIT_COLUMNS})",
+    """CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+       BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+    """CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+       BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+]
+
+_POSTGRES_V1 = [
+    *_COMMON_V1,
+    f"CREATE TABLE audit_log (id BIGSERIAL PRIMARY KEY, {_AUDIT_COLUMNS})",
+    """CREATE FUNCTION mbeacon_audit_append_only() RETURNS trigger AS $$
+       BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$ LANGUAGE plpgsql""",
+    """CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
+       FOR EACH ROW EXECUTE FUNCTION mbeacon_audit_append_only()""",
+    """CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+       FOR EACH STATEMENT EXECUTE FUNCTION mbeacon_audit_append_only()""",
+]
+
+# (version, description, {dialect: statements})
+MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
+    (1, "users, accounts, answer cache, overrides, append-only audit log",
+     {"sqlite": _SQLITE_V1, "postgresql": _POSTGRES_V1}),
+]  # fmt: skip
+
+LATEST = MIGRATIONS[-1][0]
+_ADVISORY_LOCK = 0x4D42_4541  # "MBEA"
+
+
+def current_version(db: Database) -> int:
+    with db.transaction(write=False) as tx:
+        if db.dialect == "sqlite":
+            tx.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_version'")
+        else:
+            tx.execute("SELECT to_regclass('schema_version')::text")
+        row = tx.fetchone()
+        if not row or row[0] is None:
+            return 0
+        tx.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+        return int(tx.fetchone()[0])
+
+
+def upgrade(db: Database) -> list[int]:
+    """Apply every migration the database lacks; return the versions applied (empty if current)."""
+    if current_version(db) == LATEST:
+        return []
+    applied: list[int] = []
+    with db.transaction(write=True) as tx:
+        if db.dialect == "postgresql":
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (_ADVISORY_LOCK,))
+        tx.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied TEXT NOT NULL)"
+        )
+        tx.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+        have = int(tx.fetchone()[0])
+        if have > LATEST:
+            raise RuntimeError(
+                f"ledger schema version {have} is newer than this MBeacon ({LATEST}); upgrade MBeacon"
+            )
+        for version, description, statements in MIGRATIONS:
+            if version <= have:
+                continue
+            for statement in statements[db.dialect]:
+                tx.execute(statement)
+            tx.execute(
+                "INSERT INTO schema_version (version, description, applied) VALUES (?, ?, ?)",
+                (version, description, datetime.now(UTC).isoformat()),
+            )
+            applied.append(version)
+    return applied

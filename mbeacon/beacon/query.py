@@ -1,0 +1,231 @@
+"""The methylation query: ``(probe, [lo, hi], datasets)`` parsed from a GET query string or the
+Beacon v2 POST body, validated with pydantic so that every refusal names the offending field.
+
+POST body (the Beacon v2 request body; ``requestParameters`` may be a list: a batch answered in
+order)::
+
+    {"meta": {"apiVersion": "v2.0.0"},
+     "query": {"requestParameters": {"probeId": "cg00000029", "minValue": 0.6, "maxValue": 0.8,
+                                     "datasetIds": ["demo-cohort"]},
+               "requestedGranularity": "boolean", "includeResultsetResponses": "HIT"}}
+
+``minValue`` only means ``[minValue, 1]``, ``maxValue`` only ``[0, maxValue]``, neither ``[0, 1]``.
+A probe is named by ``probeId`` or by ``referenceName`` + ``start`` (0-based, as in Beacon v2;
+resolved through the Illumina manifest stored with the cohort, whose positions are 1-based).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PROBE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+Granularity = Literal["boolean", "count", "record"]
+IncludeResultsets = Literal["ALL", "HIT", "MISS", "NONE"]
+
+
+class QueryError(ValueError):
+    """A request that cannot be answered as sent; ``str()`` is safe to show the caller."""
+
+
+class RequestParameters(BaseModel):
+    """One methylation query's ``requestParameters``."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    probeId: str | None = Field(None, pattern=PROBE_PATTERN)
+    referenceName: str | None = Field(None, pattern=r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$")
+    start: int | list[int] | None = None
+    minValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    maxValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
+    datasetIds: list[str] | None = Field(None, max_length=100)
+
+    @field_validator("start")
+    @classmethod
+    def _one_start(cls, value: int | list[int] | None) -> int | None:
+        if isinstance(value, list):
+            if len(value) != 1:
+                raise ValueError("give one start position (a CpG is a single base)")
+            value = value[0]
+        if value is not None and not 0 <= value < 2**31:
+            raise ValueError("start must be a 0-based position >= 0")
+        return value
+
+    @field_validator("datasetIds", mode="before")
+    @classmethod
+    def _split_ids(cls, value: Any) -> Any:
+        return [v for v in value.split(",") if v] if isinstance(value, str) else value
+
+    @field_validator("datasetIds")
+    @classmethod
+    def _check_ids(cls, value: list[str] | None) -> list[str] | None:
+        import re
+
+        for item in value or []:
+            if not re.match(DATASET_PATTERN, item):
+                raise ValueError(f"not a dataset id: {item[:70]!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RequestParameters:
+        by_position = self.referenceName is not None or self.start is not None
+        if self.probeId is None and not by_position:
+            raise ValueError("give probeId, or referenceName and start")
+        if self.probeId is not None and by_position:
+            raise ValueError("give probeId or referenceName + start, not both")
+        if by_position and (self.referenceName is None or self.start is None):
+            raise ValueError("referenceName and start go together")
+        if self.minValue is not None and self.maxValue is not None and self.minValue > self.maxValue:
+            raise ValueError(f"minValue {self.minValue} is greater than maxValue {self.maxValue}")
+        return self
+
+
+class BeaconQuery(BaseModel):
+    """``query`` of the request body; ``requestParameters`` is validated item by item (below)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    requestParameters: Any
+    requestedGranularity: Granularity = "boolean"
+    includeResultsetResponses: IncludeResultsets = "HIT"
+    testMode: bool = False
+
+
+class RequestMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    apiVersion: str = "v2.0.0"
+    requestedSchemas: list[dict] = Field(default_factory=list)
+
+
+class RequestBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    meta: RequestMeta = RequestMeta()
+    query: BeaconQuery
+
+
+@dataclass(frozen=True)
+class MethylationQuery:
+    """One validated query; ``probe`` is None when it is given by position."""
+
+    probe: str | None
+    chromosome: str | None
+    start: int | None
+    lo: float
+    hi: float
+    datasets: tuple[str, ...] | None
+
+    @classmethod
+    def from_parameters(cls, p: RequestParameters) -> MethylationQuery:
+        lo = 0.0 if p.minValue is None else float(p.minValue)
+        hi = 1.0 if p.maxValue is None else float(p.maxValue)
+        start = p.start if isinstance(p.start, int) or p.start is None else p.start[0]
+        datasets = tuple(dict.fromkeys(p.datasetIds)) if p.datasetIds else None
+        return cls(p.probeId, p.referenceName, start, lo, hi, datasets)
+
+    def describe(self) -> dict:
+        """The query as the caller sent it (for echoes and the audit log)."""
+        where = (
+            {"probeId": self.probe}
+            if self.probe is not None
+            else {"referenceName": self.chromosome, "start": self.start}
+        )
+        return {**where, "minValue": self.lo, "maxValue": self.hi}
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    queries: list[MethylationQuery]
+    granularity: str
+    include: str
+    batch: bool
+    api_version: str = "v2.0.0"
+    test_mode: bool = False
+
+
+def _describe(error: ValidationError, prefix: str) -> str:
+    """pydantic's errors as ``field: message`` pairs, the field path as the caller wrote it."""
+    parts = []
+    for item in error.errors()[:5]:
+        where = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{prefix}.{where}: {message}" if where else f"{prefix}: {message}")
+    return "; ".join(parts)
+
+
+def _parameters(raw: Any, where: str) -> MethylationQuery:
+    try:
+        return MethylationQuery.from_parameters(RequestParameters.model_validate(raw))
+    except ValidationError as error:
+        raise QueryError(_describe(error, where)) from None
+
+
+def parse_body(body: Any, *, max_batch: int) -> ParsedRequest:
+    """A POST body (already decoded JSON) into queries; QueryError names the bad field."""
+    if not isinstance(body, dict):
+        raise QueryError("request body: expected a JSON object with 'meta' and 'query'")
+    try:
+        parsed = RequestBody.model_validate(body)
+    except ValidationError as error:
+        raise QueryError(_describe(error, "body")) from None
+    raw = parsed.query.requestParameters
+    where = "query.requestParameters"
+    if isinstance(raw, list):
+        if not raw:
+            raise QueryError(f"{where}: the batch is empty")
+        if len(raw) > max_batch:
+            raise QueryError(f"{where}: {len(raw)} queries; at most {max_batch} per request")
+        queries = [_parameters(item, f"{where}[{i}]") for i, item in enumerate(raw)]
+    elif isinstance(raw, dict):
+        queries = [_parameters(raw, where)]
+    else:
+        raise QueryError(f"{where}: expected an object (one query) or a list of objects (a batch)")
+    return ParsedRequest(
+        queries,
+        parsed.query.requestedGranularity,
+        parsed.query.includeResultsetResponses,
+        isinstance(raw, list),
+        parsed.meta.apiVersion,
+        parsed.query.testMode,
+    )
+
+
+_GET_FIELDS = set(RequestParameters.model_fields) | {
+    "requestedGranularity",
+    "includeResultsetResponses",
+    "apiVersion",
+    "testMode",
+}
+
+
+def parse_args(args: Mapping[str, str]) -> ParsedRequest:
+    """GET query parameters (the same names as ``requestParameters``) into one query."""
+    unknown = sorted(set(args) - _GET_FIELDS)
+    if unknown:
+        raise QueryError(f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(_GET_FIELDS))}")
+    values: dict[str, Any] = {k: v for k, v in args.items() if k in RequestParameters.model_fields}
+    for name in ("minValue", "maxValue"):
+        if name in values:
+            try:
+                number = float(values[name])
+            except ValueError:
+                raise QueryError(f"{name}: not a number: {values[name][:40]!r}") from None
+            if not math.isfinite(number):
+                raise QueryError(f"{name}: must be a finite number in [0, 1]")
+            values[name] = number
+    body = {
+        "meta": {"apiVersion": args.get("apiVersion", "v2.0.0")},
+        "query": {
+            "requestParameters": values,
+            "requestedGranularity": args.get("requestedGranularity", "boolean"),
+            "includeResultsetResponses": args.get("includeResultsetResponses", "HIT"),
+            "testMode": args.get("testMode", "false").lower() in ("1", "true"),
+        },
+    }
+    return parse_body(body, max_batch=1)
