@@ -60,8 +60,8 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
     if settings.trusted_proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.trusted_proxies, x_proto=settings.trusted_proxies,
-                                x_host=settings.trusted_proxies)  # fmt: skip
+        hops = settings.trusted_proxies  # ProxyFix reads X-Forwarded-For from the right: no spoofing
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
     app.register_blueprint(framework.bp, url_prefix="/api")
     app.register_blueprint(methylation.bp, url_prefix="/api")
     app.register_blueprint(docs.bp, url_prefix="/api")

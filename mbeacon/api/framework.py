@@ -35,7 +35,7 @@ def _absolute(endpoint: str, **values) -> str:
 
 
 def _entry_types() -> dict:
-    base = request.url_root.rstrip("/")
+    schema_url = request.url_root.rstrip("/") + "/api/openapi.json#/components/schemas/RequestParameters"
     return {
         ENTRY_TYPE: {
             "id": ENTRY_TYPE,
@@ -49,7 +49,7 @@ def _entry_types() -> dict:
             "defaultSchema": {
                 "id": "mbeacon-methylation-v1.0.0",
                 "name": "MBeacon methylation query",
-                "referenceToSchemaDefinition": f"{base}/api/openapi.json#/components/schemas/RequestParameters",
+                "referenceToSchemaDefinition": schema_url,
                 "schemaVersion": "v1.0.0",
             },
             "nonFilteredQueriesAllowed": True,

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 
 def openapi_document(server_url: str) -> dict:
-    return {"openapi": "3.1.0", "info": {"title": "MBeacon", "version": "0.1.0"}, "servers": [{"url": server_url}],
-            "paths": {}}  # fmt: skip
+    return {"openapi": "3.1.0", "info": {"title": "MBeacon", "version": "0.1.0"},
+            "servers": [{"url": server_url}], "paths": {}}  # fmt: skip

@@ -1,0 +1,101 @@
+"""Validate responses against the official GA4GH Beacon v2 framework JSON schemas.
+
+The schemas (draft 2020-12) live in the ``beacon-v2`` checkout beside the repository
+(``../shared/beacon-v2/framework/json``; CI clones it there). They reference each other with
+relative ``$ref``s and have no ``$id``, so every file is registered under its ``file://`` URI and a
+reference resolves against the URI of the file it appears in, exactly as on disk.
+
+    from beacon_schemas import validate
+    validate(body, "responses/beaconResultsetsResponse.json")
+
+A missing checkout is an error (:class:`SchemasMissing`), never a silent skip: a beacon whose
+responses were never checked must not look compliant.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "beacon-v2"
+FRAMEWORK = SHARED / "framework" / "json"
+
+
+class SchemasMissing(RuntimeError):
+    """The beacon-v2 framework schemas are not where the tests expect them."""
+
+
+class SchemaViolation(AssertionError):
+    """An instance does not validate; the message lists every violation with its JSON path."""
+
+
+def framework_root() -> Path:
+    """The ``framework/json`` folder, or :class:`SchemasMissing` saying how to provide it."""
+    if not (FRAMEWORK / "responses").is_dir():
+        raise SchemasMissing(
+            f"the GA4GH Beacon v2 framework schemas are missing: expected {FRAMEWORK} "
+            "(clone github.com/ga4gh-beacon/beacon-v2 as ../shared/beacon-v2 beside this repository)"
+        )
+    return FRAMEWORK
+
+
+@cache
+def registry() -> Registry:
+    """Every ``*.json`` under the framework folder, keyed by its ``file://`` URI."""
+    root = framework_root()
+    resources = []
+    for path in sorted(root.rglob("*.json")):
+        contents = json.loads(path.read_text(encoding="utf-8"))
+        resources.append((path.as_uri(), Resource.from_contents(contents, default_specification=DRAFT202012)))
+    return Registry().with_resources(resources).crawl()
+
+
+def schema_uri(name: str) -> str:
+    """The registry key of ``name`` (a path relative to ``framework/json``)."""
+    path = framework_root() / name
+    if not path.is_file():
+        raise SchemasMissing(f"no schema {name!r} under {framework_root()}")
+    return path.as_uri()
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": schema_uri(name)}
+    return Draft202012Validator(
+        schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+def _where(path: Any) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def errors(instance: Any, name: str) -> list[str]:
+    """Every violation of ``name`` by ``instance`` as ``$.json.path: message`` lines."""
+    found = sorted(validator(name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{_where(e.absolute_path)}: {e.message}" for e in found]
+
+
+def validate(instance: Any, name: str) -> None:
+    """Raise :class:`SchemaViolation` (readable: paths and messages) unless ``instance`` is valid."""
+    found = list(validator(name).iter_errors(instance))
+    if not found:
+        return
+    best = best_match(found)
+    lines = [
+        f"response does not validate against {name} ({len(found)} error(s)):",
+        f"  most relevant: {_where(best.absolute_path)}: {best.message}",
+        *(f"  {line}" for line in errors(instance, name)[:20]),
+        "  instance: " + json.dumps(instance, default=str)[:2000],
+    ]
+    raise SchemaViolation("\n".join(lines))
