@@ -44,7 +44,7 @@ def _resolve(config: ServiceConfig | Mapping[str, Any] | str | Path | None) -> S
 def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = None) -> Flask:
     settings = _resolve(config)
     logs.configure()
-    ledger = Ledger.open(settings.database_url)
+    ledger = Ledger.open(settings.database_url, sqlite_sync=settings.sqlite_sync)
     engine = AnswerEngine(settings, ledger)
     engine.check()
     for dataset in engine.dataset_ids():

@@ -66,6 +66,7 @@ class ServiceConfig(BaseModel):
     environment: Literal["prod", "test", "dev", "staging"] = "dev"
     store: Path = Path("data/store")
     database_url: str = "sqlite:///data/ledger.sqlite3"
+    sqlite_sync: Literal["state", "full"] = "state"
     redis_url: str | None = None
     anonymous: Literal["refuse", "shared"] = "refuse"
     rate_limit_per_minute: int = Field(600, ge=0)

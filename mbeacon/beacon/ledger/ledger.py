@@ -79,8 +79,8 @@ class Ledger:
         self.db = db
 
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True) -> Ledger:
-        ledger = cls(connect(url))
+    def open(cls, url: str, *, migrate: bool = True, sqlite_sync: str = "state") -> Ledger:
+        ledger = cls(connect(url, sqlite_sync=sqlite_sync))
         if migrate:
             schema.upgrade(ledger.db)
         return ledger
@@ -186,6 +186,7 @@ class Ledger:
         params = self.override(tx, principal, dataset) or params_for_new()
         state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
         stamp = now()
+        tx.durable = True  # secret thresholds are drawn: they must survive anything once used
         tx.execute(
             "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created, updated)"
             " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
@@ -196,6 +197,8 @@ class Ledger:
         return account
 
     def save_account(self, tx: Tx, account: Account, state: SVT2State, queries: int) -> None:
+        if state != account.state:
+            tx.durable = True  # a positive spent (and, with redraw, new thresholds)
         tx.execute(
             "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, queries = ?, updated = ?"
             " WHERE principal = ? AND dataset = ?",

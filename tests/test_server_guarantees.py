@@ -1,0 +1,195 @@
+"""The ledger's guarantees, each proved against real gunicorn servers over HTTP.
+
+(a) 4 workers, 16 concurrent clients of one user, c = 5: at most 5 ``data`` answers ever, and the
+    ledger agrees with what the clients received;
+(b) the same with two server processes on different ports sharing one PostgreSQL database;
+(c) workers killed with SIGKILL mid-load lose no committed state and overspend nothing.
+
+The queries are chosen where the cohort disagrees with the prior (several patients in a narrow
+range the prior finds unlikely), so SVT² answers TOP often and the budget is contested at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sqlite3
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from servers import BeaconServer, write_config
+
+from mbeacon.beacon.ledger import Ledger
+from mbeacon.store.cohorts import CohortStore
+from mbeacon.store.demo import ensure_demo
+from mbeacon.store.priors import load_prior
+
+pytestmark = pytest.mark.slow
+
+PG_URL = os.environ.get("MBEACON_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+DATASET = "demo-cohort"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return ensure_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="module")
+def contested_queries(demo) -> list[dict]:
+    """Distinct narrow ranges holding >= 5 patients where the prior expects < 0.5 of 60."""
+    cohort = CohortStore(demo.store).open(DATASET)
+    prior = load_prior(demo.store, demo.prior)
+    ids = cohort.probe_ids
+    values = cohort.rows(np.arange(len(ids)))
+    queries = []
+    for q, width in itertools.product((30, 40, 50, 60, 70), (0.01, 0.02, 0.03)):
+        centre = np.nanpercentile(values, q, axis=1)
+        lo, hi = np.clip(centre - width / 2, 0, 1), np.clip(centre + width / 2, 0, 1)
+        alpha = np.sum((values >= lo[:, None]) & (values <= hi[:, None]), axis=1)
+        beta = cohort.n_patients * prior.probability(ids, lo, hi)
+        for i in np.flatnonzero((alpha >= 5) & (beta < 0.5)):
+            queries.append({"probeId": str(ids[i]), "minValue": round(float(lo[i]), 6),
+                            "maxValue": round(float(hi[i]), 6)})  # fmt: skip
+    assert len(queries) >= 400, f"only {len(queries)} contested queries in the demo cohort"
+    return queries
+
+
+def _config(tmp_path: Path, demo, database_url: str, c: int) -> Path:
+    settings = {"store": str(demo.store), "database_url": database_url, "default_prior": demo.prior,
+                "rate_limit_per_minute": 0}  # fmt: skip
+    defaults = {"epsilon": 20.0, "c": c, "threshold": 1, "on_exhausted": "refuse"}
+    return write_config(tmp_path / f"beacon-{uuid.uuid4().hex[:6]}.toml", settings, defaults)
+
+
+def _ask(url: str, key: str, query: dict) -> tuple[int, dict | None]:
+    """One GET query; the status and, for 200, the demo dataset's result set (None if lost)."""
+    params = {**query, "includeResultsetResponses": "ALL"}
+    try:
+        response = httpx.get(f"{url}/api/methylation", params=params,
+                             headers={"Authorization": f"Bearer {key}"}, timeout=30)  # fmt: skip
+    except httpx.TransportError:
+        return -1, None  # the connection died with its worker: the answer is lost, never the budget
+    if response.status_code != 200:
+        return response.status_code, None
+    (result_set,) = response.json()["response"]["resultSets"]
+    return 200, result_set
+
+
+def _hammer(
+    urls: list[str], key: str, queries: list[dict], clients: int
+) -> list[tuple[dict, int, dict | None]]:
+    """``clients`` threads, each asking its own share of the queries, round-robin over the servers."""
+    shares = [queries[i::clients] for i in range(clients)]
+
+    def client(n: int) -> list[tuple[dict, int, dict | None]]:
+        url = urls[n % len(urls)]
+        return [(q, *_ask(url, key, q)) for q in shares[n]]
+
+    with ThreadPoolExecutor(clients) as pool:
+        return [row for rows in pool.map(client, range(clients)) for row in rows]
+
+
+def _data_answers(rows) -> list[tuple[dict, dict]]:
+    return [(q, rs) for q, status, rs in rows if status == 200 and rs["info"]["answeredFrom"] == "data"]
+
+
+def _check_ledger_agrees(ledger: Ledger, rows, c: int) -> None:
+    account = ledger.account("user:alice", DATASET)
+    assert account is not None
+    received = _data_answers(rows)
+    assert len(received) <= c
+    assert account.state.count == len(received), "the ledger and the clients disagree"
+    assert account.epsilon_spent() <= account.params.epsilon + 1e-12
+    statuses = {status for _, status, _ in rows}
+    assert statuses <= {200, 429}, statuses
+
+
+def test_a_four_workers_sixteen_clients_sqlite(tmp_path, demo, contested_queries):
+    url = f"sqlite:///{tmp_path}/ledger.sqlite3"
+    key = Ledger.open(url).add_user("alice")
+    with BeaconServer(_config(tmp_path, demo, url, c=5), tmp_path, workers=4) as server:
+        rows = _hammer([server.url], key, contested_queries[:320], clients=16)
+    assert len(_data_answers(rows)) == 5, "the contested queries should exhaust c = 5"
+    assert sum(status == 429 for _, status, _ in rows) > 0
+    _check_ledger_agrees(Ledger.open(url), rows, c=5)
+
+
+@pytest.fixture
+def pg_schema():
+    """A private schema in the machine's PostgreSQL database ``test``; dropped afterwards."""
+    psycopg = pytest.importorskip("psycopg")
+    name = f"mbeacon_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+    except psycopg.OperationalError as error:
+        pytest.fail(f"PostgreSQL at {PG_URL} is required for this test: {error}")
+    yield f"{PG_URL}?options=-csearch_path%3D{name}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_schema):
+    key = Ledger.open(pg_schema).add_user("alice")
+    config = _config(tmp_path, demo, pg_schema, c=5)
+    with BeaconServer(config, tmp_path, workers=2) as one, BeaconServer(config, tmp_path, workers=2) as two:
+        assert one.port != two.port
+        rows = _hammer([one.url, two.url], key, contested_queries[:320], clients=16)
+    assert len(_data_answers(rows)) == 5
+    _check_ledger_agrees(Ledger.open(pg_schema), rows, c=5)
+
+
+def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_queries):
+    url = f"sqlite:///{tmp_path}/ledger.sqlite3"
+    key = Ledger.open(url).add_user("alice")
+    c = 60
+    with BeaconServer(_config(tmp_path, demo, url, c=c), tmp_path, workers=4) as server:
+        killed: list[int] = []
+
+        def killer() -> None:
+            for delay in (0.4, 0.8, 1.2):
+                time.sleep(delay)
+                pids = server.worker_pids()
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+
+        thread = threading.Thread(target=killer)
+        thread.start()
+        rows = _hammer([server.url], key, contested_queries[:480], clients=16)
+        thread.join()
+        assert killed, "no worker was killed"
+        # Everything a client received is committed: asking again gives the identical cached answer.
+        answered = [(q, rs) for q, status, rs in rows if status == 200]
+        for query, first in answered[:: max(1, len(answered) // 60)]:
+            status, again = _ask(server.url, key, query)
+            assert status == 200
+            assert again["info"]["cached"] is True
+            assert (again["exists"], again["info"]["answeredFrom"]) == (
+                first["exists"],
+                first["info"]["answeredFrom"],
+            )
+        assert "Traceback" not in server.log()
+    ledger = Ledger.open(url)
+    account = ledger.account("user:alice", DATASET)
+    received = _data_answers(rows)
+    assert account.state.count <= c, "overspent"
+    assert len(received) <= account.state.count, "a delivered data answer is missing from the ledger"
+    assert account.epsilon_spent() <= account.params.epsilon + 1e-12
+    with sqlite3.connect(f"{tmp_path}/ledger.sqlite3") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        cached = conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        fresh = conn.execute(
+            "SELECT COUNT(*) FROM audit_log WHERE event = 'query' AND cached = 0"
+        ).fetchone()[0]
+        data_rows = conn.execute("SELECT COUNT(*) FROM answers WHERE answered_from = 'data'").fetchone()[0]
+    assert cached == fresh, "cache rows and audit rows are written in one transaction"
+    assert data_rows == account.state.count, "every spent positive has its cached data answer"
