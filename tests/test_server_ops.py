@@ -44,7 +44,7 @@ def test_demo_command_prints_url_and_key_that_answer_a_query(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                response = httpx.get(f"{base}/methylation", params={"probeId": "cg00000029", "minValue": 0.6},
+                response = httpx.get(f"{base}/methylation", params={"probeId": "cg00231192", "minValue": 0.6},
                                      headers={"Authorization": f"Bearer {key}"}, timeout=5)  # fmt: skip
                 break
             except httpx.TransportError:

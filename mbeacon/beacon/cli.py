@@ -160,13 +160,11 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     _validate_for_serving(config_path)
     port = port or _free_port()
     base = f"http://127.0.0.1:{port}/api"
-    probe = "cg00000029"
+    probe = "cg00231192"  # a probe of the demo cohort, methylated around 0.6
     click.echo(f"url: {base}")
     click.echo(f"key: {key}")
-    click.echo(
-        f"try:  curl -H 'Authorization: Bearer {key}' '{base}/methylation?probeId={probe}&minValue=0.6'",
-        err=True,
-    )
+    query = f"{base}/methylation?probeId={probe}&minValue=0.6&includeResultsetResponses=ALL"
+    click.echo(f"try:  curl -H 'Authorization: Bearer {key}' '{query}'", err=True)
     click.echo(f"docs: {base}/docs   (config: {config_path}; stop with Ctrl-C)", err=True)
     sys.stdout.flush()
     server.run(str(config_path), server.settings(f"127.0.0.1:{port}", workers, 4))
