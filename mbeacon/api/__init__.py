@@ -26,7 +26,7 @@ from mbeacon.api.runtime import Runtime
 from mbeacon.beacon import keys
 from mbeacon.beacon.config import ServiceConfig, load_config
 from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted
-from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
+from mbeacon.beacon.ledger import Ledger, LedgerUnavailable, UserError
 from mbeacon.beacon.query import QueryError
 
 log = logging.getLogger("mbeacon.api")
@@ -142,9 +142,14 @@ def _install_error_handlers(app: Flask) -> None:
             503, "the privacy ledger is unavailable; retry later", headers={"Retry-After": "5"}
         )
 
+    @app.errorhandler(UserError)
+    def user_error(error: UserError):
+        return responses.error(error.status, str(error))
+
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
-        return responses.error(error.code or 500, error.description or error.name)
+        kept = {k: v for k, v in error.get_headers() if k.lower() not in ("content-type", "content-length")}
+        return responses.error(error.code or 500, error.description or error.name, headers=kept)
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):

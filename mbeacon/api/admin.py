@@ -5,8 +5,11 @@ Budget resets need ``{"confirm": true}`` and are written to the audit log with t
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from werkzeug.exceptions import NotFound
 
 from mbeacon.api.auth import require_admin
 from mbeacon.api.responses import informational
@@ -20,8 +23,11 @@ bp = Blueprint("admin", __name__, url_prefix="/admin")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
 
 
+HOLDER_PATTERN = r"^(user:|group:)[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$|^global$|^anonymous$"
+
+
 class NewUser(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     tier: Tier = "REGISTERED"
     role: str = Field("researcher", pattern="^(researcher|admin)$")
@@ -29,7 +35,7 @@ class NewUser(BaseModel):
 
 
 class BudgetChange(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     epsilon: float | None = Field(None, gt=0, le=100)
     c: int | None = Field(None, ge=1, le=100_000)
     threshold: int | None = Field(None, ge=1)
@@ -38,14 +44,19 @@ class BudgetChange(BaseModel):
 
 
 class Confirm(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     confirm: bool = False
 
 
 def _body(model: type[BaseModel]) -> BaseModel:
-    data = request.get_json(silent=True)
-    if data is None:
+    if not request.get_data():
         data = {}
+    elif not request.is_json:
+        raise QueryError("send the body as JSON (Content-Type: application/json)")
+    else:
+        data = request.get_json(silent=True)
+        if data is None:
+            raise QueryError("request body is not valid JSON")
     try:
         return model.model_validate(data)
     except ValidationError as error:
@@ -87,9 +98,19 @@ def budgets():
     return informational({"accounts": [_account_view(a) for a in runtime().ledger.accounts(holder)]})
 
 
+def _check_target(holder: str, dataset: str) -> None:
+    if not re.fullmatch(HOLDER_PATTERN, holder):
+        raise QueryError(
+            f"budget holder must be user:NAME, group:NAME, global or anonymous, not {holder[:70]!r}"
+        )
+    if dataset not in runtime().engine.dataset_ids():
+        raise NotFound(f"no dataset {dataset[:70]!r} in the store")
+
+
 @bp.put("/budget/<holder>/<dataset>")
 def set_budget(holder: str, dataset: str):
     admin = require_admin()
+    _check_target(holder, dataset)
     change = _body(BudgetChange)
     base = runtime().config.policy(dataset)
     values = {k: v for k, v in change.model_dump().items() if v is not None}
@@ -112,6 +133,7 @@ def set_budget(holder: str, dataset: str):
 @bp.post("/budget/<holder>/<dataset>/reset")
 def reset_budget(holder: str, dataset: str):
     admin = require_admin()
+    _check_target(holder, dataset)
     if not _body(Confirm).confirm:
         raise QueryError('a reset gives a fresh privacy budget; send {"confirm": true} to do it')
     existed = runtime().ledger.reset_account(holder, dataset, actor=f"admin:{admin.name}")
@@ -121,10 +143,10 @@ def reset_budget(holder: str, dataset: str):
 @bp.get("/audit")
 def audit():
     require_admin()
-    try:
-        limit = min(int(request.args.get("limit", 100)), 10_000)
-    except ValueError:
-        raise QueryError("limit must be an integer") from None
+    raw = request.args.get("limit", "100")
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
+        raise QueryError("limit must be an integer from 1 to 10000")
+    limit = int(raw)
     return informational(
         {"entries": runtime().ledger.audit_log(limit=limit, principal=request.args.get("holder"))}
     )

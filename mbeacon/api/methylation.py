@@ -15,9 +15,10 @@ from mbeacon.beacon.query import QueryError, parse_args, parse_body
 bp = Blueprint("methylation", __name__)
 
 
-def _answer(parsed):
+def _answer(caller, parsed):
     rt = runtime()
-    caller = principal(for_query=True)
+    if parsed.test_mode:  # Beacon v2 test mode: virtual answers, from the public prior, free
+        return jsonify(methylation_response(parsed, rt.engine.answer_from_prior(caller, parsed.queries)))
     result = rt.engine.answer(caller, parsed.queries, parsed.granularity)
     for answer in result.answers:
         metrics.ANSWERS.labels(answer.dataset, answer.answered_from).inc()
@@ -31,11 +32,13 @@ def _answer(parsed):
 
 @bp.get("/methylation")
 def methylation_get():
-    return _answer(parse_args(request.args))
+    caller = principal(for_query=True)  # authenticate first: no validation details to strangers
+    return _answer(caller, parse_args(request.args))
 
 
 @bp.post("/methylation")
 def methylation_post():
+    caller = principal(for_query=True)
     if not request.is_json:
         raise QueryError("send the Beacon request body as JSON (Content-Type: application/json)")
     try:
@@ -44,7 +47,7 @@ def methylation_post():
         raise QueryError("request body is not valid JSON") from None
     except RecursionError:
         raise QueryError("request body is nested too deeply") from None
-    return _answer(parse_body(body, max_batch=runtime().config.max_batch))
+    return _answer(caller, parse_body(body, max_batch=runtime().config.max_batch))
 
 
 @bp.get("/budget")

@@ -57,48 +57,35 @@ def _obj(properties: dict, required: list[str] | None = None, **extra: Any) -> d
     return schema
 
 
-def _string(description: str | None = None, **extra: Any) -> dict:
-    schema: dict[str, Any] = {"type": "string", **extra}
+def _typed(kind: str | list[str], description: str | None = None, **extra: Any) -> dict:
+    schema: dict[str, Any] = {"type": kind, **extra}
     if description:
         schema["description"] = description
     return schema
+
+
+def _string(description: str | None = None, **extra: Any) -> dict:
+    return _typed("string", description, **extra)
 
 
 def _nullable_string(description: str | None = None) -> dict:
-    schema: dict[str, Any] = {"type": ["string", "null"]}
-    if description:
-        schema["description"] = description
-    return schema
-
-
-def _enum(values: list | tuple, description: str | None = None, **extra: Any) -> dict:
-    schema: dict[str, Any] = {"type": "string", "enum": list(values), **extra}
-    if description:
-        schema["description"] = description
-    return schema
-
-
-def _int(minimum: int | None = 0, description: str | None = None, **extra: Any) -> dict:
-    schema: dict[str, Any] = {"type": "integer", **extra}
-    if minimum is not None:
-        schema["minimum"] = minimum
-    if description:
-        schema["description"] = description
-    return schema
+    return _typed(["string", "null"], description)
 
 
 def _number(description: str | None = None, **extra: Any) -> dict:
-    schema: dict[str, Any] = {"type": "number", **extra}
-    if description:
-        schema["description"] = description
-    return schema
+    return _typed("number", description, **extra)
 
 
 def _boolean(description: str | None = None, **extra: Any) -> dict:
-    schema: dict[str, Any] = {"type": "boolean", **extra}
-    if description:
-        schema["description"] = description
-    return schema
+    return _typed("boolean", description, **extra)
+
+
+def _int(minimum: int | None = 0, description: str | None = None, **extra: Any) -> dict:
+    return _typed("integer", description, **({"minimum": minimum} if minimum is not None else {}), **extra)
+
+
+def _enum(values: list | tuple, description: str | None = None, **extra: Any) -> dict:
+    return _typed("string", description, enum=list(values), **extra)
 
 
 def _informational(response: dict) -> dict:
@@ -125,11 +112,10 @@ _ERROR_TEXT = {
 }
 
 
-def _errors(**why: str | None) -> dict:
-    """Error responses, e.g. ``_errors(e400="...", e429=None)`` (None: the standard description)."""
+def _errors(why: dict[int, str | None]) -> dict:
+    """Error responses by status code, e.g. ``{400: "why", 503: None}`` (None: the usual description)."""
     out = {}
-    for name, text in why.items():
-        code = int(name.removeprefix("e"))
+    for code, text in why.items():
         out[str(code)] = {
             "description": text or _ERROR_TEXT[code],
             "headers": _headers(*_ERROR_HEADERS.get(code, ())),
@@ -768,9 +754,9 @@ def _framework_paths(rate: dict) -> dict:
             "200": _ok(
                 "Datasets visible to the caller's tier (anonymous callers: PUBLIC).", _ref("DatasetsResponse")
             ),
-            **_errors(e401="The Authorization header is malformed or the key is invalid or revoked."),
+            **_errors({401: "The Authorization header is malformed or the key is invalid or revoked."}),
             **rate,
-            **_errors(e503=None),
+            **_errors({503: "The privacy ledger is unavailable (only when a key is sent)."}),
         },
         description="No key needed; with a researcher key the datasets of the caller's tier are listed "
         "too. An admin key counts as anonymous here.",
@@ -838,17 +824,19 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
         if config.anonymous != "shared"
         else "Malformed Authorization header, or invalid/revoked key."
     )
-    refusals = {
-        **_errors(
-            e401=key_401,
-            e403="An admin key (admin keys cannot query data), or a dataset that does not exist or is not "
+    refusals = _errors(
+        {
+            401: key_401,
+            403: "An admin key (admin keys cannot query data), or a dataset that does not exist or is not "
             "available to the caller's tier.",
-        ),
-    }
+        }
+    )
     too_many = _errors(
-        e429="Rate limit exceeded (with `Retry-After`), or the privacy budget of a dataset is exhausted "
-        "and its policy refuses (no `Retry-After`; `info` names the dataset and its budget).",
-        e503=None,
+        {
+            429: "Rate limit exceeded (with `Retry-After`), or the privacy budget of a dataset is exhausted "
+            "and its policy refuses (no `Retry-After`; `info` names the dataset and its budget).",
+            503: None,
+        }
     )
     ok = _ok("Answers, with their provenance and the budgets after the request.", _ref("MethylationResponse"))
     get = _operation(
@@ -858,8 +846,10 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
         {
             "200": ok,
             **_errors(
-                e400="Invalid or unknown query parameter, no probe (or both a probe and a position), "
-                "minValue greater than maxValue."
+                {
+                    400: "Invalid or unknown query parameter, no probe (or both a probe and a position), "
+                    "minValue greater than maxValue."
+                }
             ),
             **refusals,
             **too_many,
@@ -875,11 +865,13 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
         {
             "200": ok,
             **_errors(
-                e400="The body is not JSON (or not sent as application/json), does not validate, or "
-                f"holds an empty batch or more than {config.max_batch} queries."
+                {
+                    400: "The body is not JSON (or not sent as application/json), does not validate, or "
+                    f"holds an empty batch or more than {config.max_batch} queries."
+                }
             ),
             **refusals,
-            **_errors(e413=f"The body is larger than {config.max_body_bytes} bytes."),
+            **_errors({413: f"The body is larger than {config.max_body_bytes} bytes."}),
             **too_many,
         },
         description=_ANSWERS + " A batch is answered in order, in one transaction; each result set carries "
@@ -893,9 +885,9 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
         "The caller's privacy budget on every dataset they may query",
         {
             "200": _ok("Budgets (an account not opened yet shows its full budget).", _ref("BudgetResponse")),
-            **_errors(e401=key_401, e403="An admin key (admin keys have no budget)."),
+            **_errors({401: key_401, 403: "An admin key (admin keys have no budget)."}),
             **rate,
-            **_errors(e503=None),
+            **_errors({503: None}),
         },
         security=security,
     )
@@ -925,14 +917,16 @@ def _docs_paths(rate: dict) -> dict:
 
 def _admin_paths(rate: dict) -> dict:
     guard = _errors(
-        e401="No key, malformed Authorization header, or invalid/revoked key.",
-        e403="Not an admin key (researcher keys cannot use the admin API).",
+        {
+            401: "No key, malformed Authorization header, or invalid/revoked key.",
+            403: "Not an admin key (researcher keys cannot use the admin API).",
+        }
     )
-    tail = {**rate, **_errors(e503=None)}
-    too_large = _errors(e413=None)
+    tail = {**rate, **_errors({503: None})}
+    too_large = _errors({413: None})
 
     def op(operation_id: str, summary: str, ok: dict, *, bad: str | None = None, **extra: Any) -> dict:
-        responses = {**ok, **(_errors(e400=bad) if bad else {}), **guard}
+        responses = {**ok, **(_errors({400: bad}) if bad else {}), **guard}
         if "body" in extra:
             responses.update(too_large)
         return _operation(operation_id, "admin", summary, {**responses, **tail}, security=BEARER, **extra)
@@ -1036,7 +1030,7 @@ def openapi_document(server_url: str, config: ServiceConfig | None = None) -> di
     ``config``: the service configuration; by default the running app's (or the defaults).
     """
     config = config or _current_config()
-    rate = _errors(e429=None) if config.rate_limit_per_minute > 0 else {}
+    rate = _errors({429: None}) if config.rate_limit_per_minute > 0 else {}
     description = _DESCRIPTION.format(
         rate=config.rate_limit_per_minute or "unlimited",
         metrics="public" if config.metrics_public else "admin key",

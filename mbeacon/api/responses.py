@@ -70,15 +70,20 @@ def error(status: int, message: str, *, info: dict | None = None, headers: dict 
     return out
 
 
-def _keep(exists: bool, include: str) -> bool:
-    return include == "ALL" or (include == "HIT" and exists) or (include == "MISS" and not exists)
+def _keep(exists: bool, answered_from: str, include: str) -> bool:
+    """``includeResultsetResponses``; a refused query is neither hit nor miss and is always listed."""
+    if include == "NONE":
+        return False
+    if include == "ALL" or answered_from == "refused":
+        return True
+    return exists if include == "HIT" else not exists
 
 
 def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
     """A ``beaconResultsetsResponse``: one result set per (query, dataset), with its provenance."""
     result_sets = []
     for answer in result.answers:
-        if not _keep(answer.exists, request.include):
+        if not _keep(answer.exists, answer.answered_from, request.include):
             continue
         query = request.queries[answer.query_index]
         info: dict[str, Any] = {

@@ -61,9 +61,17 @@ class AccountParams:
         return cls(**json.loads(text))
 
     def public(self) -> dict:
-        out = asdict(self)
-        out["positivesTotal"] = self.c
-        return out
+        """The parameters in the API's spelling (camelCase, as everywhere in the Beacon API)."""
+        return {
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "epsilon1": self.epsilon1,
+            "epsilon2": self.epsilon2,
+            "countEpsilon": self.count_epsilon,
+            "c": self.c,
+            "threshold": self.threshold,
+            "variant": self.variant,
+        }
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,9 @@ class AnswerEngine:
         return found[0] if found else None
 
     def _work(
-        self, dataset: str, indices: list[int], queries: list[MethylationQuery], granularity: str
-    ) -> _Work:
+        self, dataset: str, indices: list[int], queries: list[MethylationQuery], granularity: str,
+        *, read_data: bool = True,
+    ) -> _Work:  # fmt: skip
         cohort = self.cohort(dataset)
         policy = self.config.policy(dataset)
         qs = [queries[i] for i in indices]
@@ -201,9 +202,9 @@ class AnswerEngine:
         rows = cohort.probe_index(ids) if len(ids) else np.zeros(0, dtype=np.int64)
         alpha = np.zeros(len(qs), dtype=np.float64)
         known = rows >= 0
-        if known.any():
+        if known.any() and read_data:
             alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
-        if policy.mechanism == "svt2":
+        if policy.mechanism == "svt2" or not read_data:
             probability = self.prior(dataset).probability(ids, lo, hi)
             # A probe the prior does not know: the public fallback is a uniform prior on [0, 1].
             probability = np.where(np.isnan(probability), np.clip(hi - lo, 0.0, 1.0), probability)
@@ -278,6 +279,21 @@ class AnswerEngine:
                          a.answered_from, a.cached)
             )  # fmt: skip
         return rows
+
+    def answer_from_prior(self, principal: Principal, queries: list[MethylationQuery]) -> AnswerSet:
+        """Test-mode answers: the public prior's answer to every query; no data read, no ledger, free."""
+        targets = self._targets(principal, queries)
+        answers, budgets = [], {}
+        for dataset in sorted(targets):
+            w = self._work(dataset, targets[dataset], queries, "boolean", read_data=False)
+            threshold = self.new_params(dataset).threshold
+            answers += [
+                Answer(i, dataset, probe, bool(b >= threshold), "prior")
+                for i, probe, b in zip(w.query_index, w.probes, w.beta, strict=True)
+            ]
+            budgets[dataset] = {"testMode": True}
+        answers.sort(key=lambda a: (a.query_index, a.dataset))
+        return AnswerSet(answers, budgets, "boolean")
 
     def _granularity(self, principal: Principal, requested: str, datasets: list[str]) -> str:
         """Count answers only for CONTROLLED callers on datasets with noisy counts enabled."""

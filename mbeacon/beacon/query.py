@@ -17,6 +17,7 @@ resolved through the Illumina manifest stored with the cohort, whose positions a
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,7 +37,7 @@ class QueryError(ValueError):
 class RequestParameters(BaseModel):
     """One methylation query's ``requestParameters``."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     probeId: str | None = Field(None, pattern=PROBE_PATTERN)
     referenceName: str | None = Field(None, pattern=r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$")
@@ -56,18 +57,11 @@ class RequestParameters(BaseModel):
             raise ValueError("start must be a 0-based position >= 0")
         return value
 
-    @field_validator("datasetIds", mode="before")
-    @classmethod
-    def _split_ids(cls, value: Any) -> Any:
-        return [v for v in value.split(",") if v] if isinstance(value, str) else value
-
     @field_validator("datasetIds")
     @classmethod
     def _check_ids(cls, value: list[str] | None) -> list[str] | None:
-        import re
-
         for item in value or []:
-            if not re.match(DATASET_PATTERN, item):
+            if not re.fullmatch(DATASET_PATTERN, item):
                 raise ValueError(f"not a dataset id: {item[:70]!r}")
         return value
 
@@ -88,7 +82,7 @@ class RequestParameters(BaseModel):
 class BeaconQuery(BaseModel):
     """``query`` of the request body; ``requestParameters`` is validated item by item (below)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     requestParameters: Any
     requestedGranularity: Granularity = "boolean"
@@ -97,7 +91,7 @@ class BeaconQuery(BaseModel):
 
 
 class RequestMeta(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     apiVersion: str = "v2.0.0"
     requestedSchemas: list[dict] = Field(default_factory=list)
@@ -210,6 +204,15 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
     if unknown:
         raise QueryError(f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(_GET_FIELDS))}")
     values: dict[str, Any] = {k: v for k, v in args.items() if k in RequestParameters.model_fields}
+    if "datasetIds" in values:
+        values["datasetIds"] = [v for v in values["datasetIds"].split(",") if v]
+    if "start" in values:
+        if not re.fullmatch(r"[0-9]{1,10}", values["start"]):
+            raise QueryError(f"start: not a 0-based position: {values['start'][:20]!r}")
+        values["start"] = int(values["start"])
+    flag = args.get("testMode", "false").lower()
+    if flag not in ("true", "false", "1", "0"):
+        raise QueryError("testMode: write true or false")
     for name in ("minValue", "maxValue"):
         if name in values:
             try:
@@ -225,7 +228,7 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
             "requestParameters": values,
             "requestedGranularity": args.get("requestedGranularity", "boolean"),
             "includeResultsetResponses": args.get("includeResultsetResponses", "HIT"),
-            "testMode": args.get("testMode", "false").lower() in ("1", "true"),
+            "testMode": flag in ("true", "1"),
         },
     }
     return parse_body(body, max_batch=1)

@@ -66,7 +66,11 @@ class AuditRow:
 
 
 class UserError(ValueError):
-    """An operator request about users that cannot be done (duplicate name, unknown user)."""
+    """An operator request about users that cannot be done: ``status`` 409 (exists) or 404 (unknown)."""
+
+    def __init__(self, message: str, status: int = 404) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
@@ -96,12 +100,12 @@ class Ledger:
     ) -> str:  # fmt: skip
         """Create a user and return their key (the only time it exists in clear)."""
         if role not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)}")
+            raise UserError(f"role must be one of {', '.join(ROLES)}", 400)
         new = keys.mint()
         with self.db.transaction() as tx:
             tx.execute("SELECT 1 FROM users WHERE name = ?", (name,))
             if tx.fetchone():
-                raise UserError(f"user {name!r} exists; revoke it first or choose another name")
+                raise UserError(f"user {name!r} exists (rotate its key instead, or choose another name)", 409)
             tx.execute(
                 "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -313,4 +317,7 @@ class Ledger:
             tx.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
             names = ("id", "time", "event", "actor", "principal", "dataset", "query", "answeredFrom",
                      "cached", "detail")  # fmt: skip
-            return [dict(zip(names, row, strict=True)) for row in tx.fetchall()]
+            entries = [dict(zip(names, row, strict=True)) for row in tx.fetchall()]
+        for entry in entries:
+            entry["cached"] = None if entry["cached"] is None else bool(entry["cached"])
+        return entries
