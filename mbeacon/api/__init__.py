@@ -20,10 +20,9 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from mbeacon.api import admin, docs, framework, logs, methylation, metrics, ops, responses
-from mbeacon.api.auth import AuthError
+from mbeacon.api.auth import AuthError, authenticated_user
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
-from mbeacon.beacon import keys
 from mbeacon.beacon.config import ServiceConfig, load_config
 from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted
 from mbeacon.beacon.ledger import Ledger, LedgerUnavailable, UserError
@@ -73,9 +72,16 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
 
 
 def _rate_identity() -> str:
-    header = request.headers.get("Authorization", "")
-    parts = keys.split(header.partition(" ")[2].strip()) if header else None
-    return f"key:{parts[0]}" if parts else f"ip:{request.remote_addr}"
+    """Count a valid key's requests per key; everything else (no key, a bad key) per client IP.
+
+    A key id is not secret, so counting unverified keys by id would let anyone use up another
+    user's allowance with a wrong secret.
+    """
+    try:
+        user = authenticated_user()
+    except AuthError:
+        user = None
+    return f"user:{user.name}" if user is not None else f"ip:{request.remote_addr}"
 
 
 def _install_hooks(app: Flask) -> None:

@@ -633,13 +633,12 @@ def _admin_schemas() -> dict:
             "epsilon": _number(exclusiveMinimum=0),
             "epsilon1": _number(minimum=0),
             "epsilon2": _number(minimum=0),
-            "count_epsilon": _number(minimum=0),
+            "countEpsilon": _number(minimum=0),
             "c": _int(1),
             "threshold": _int(1),
             "variant": _enum(["single", "redraw"]),
-            "positivesTotal": _int(1),
         },
-        description="The public SVT² parameters of a budget account.",
+        description="The public SVT² parameters of a budget account (frozen when it opened).",
     )
     account = {
         "allOf": [_ref("Budget")],
@@ -663,11 +662,7 @@ def _admin_schemas() -> dict:
             "dataset": _nullable_string(),
             "query": _nullable_string("The query as JSON text (query events)."),
             "answeredFrom": {"type": ["string", "null"], "enum": [*ANSWER_SOURCES, None]},
-            "cached": {
-                "type": ["integer", "null"],
-                "enum": [0, 1, None],
-                "description": "1: a cached answer.",
-            },
+            "cached": {"type": ["boolean", "null"], "description": "true: a cached answer (query events)."},
             "detail": _nullable_string(),
         }
     )

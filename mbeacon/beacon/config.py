@@ -105,7 +105,10 @@ def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
         if value is None:
             continue
         if field.annotation is bool:
-            out[name] = value.strip().lower() in ("1", "true", "yes", "on")
+            flag = value.strip().lower()
+            if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ConfigError(f"{ENV_PREFIX}{name.upper()}={value!r}: write true or false")
+            out[name] = flag in ("1", "true", "yes", "on")
         else:
             out[name] = value
     return out
@@ -139,8 +142,7 @@ def load_config(
             raise ConfigError(f"{path}: configuration file not found") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    raw = _policy_tables(raw)
-    layered = {**raw, **_from_environment(env), **dict(overrides or {})}
+    layered = _policy_tables({**raw, **_from_environment(env), **dict(overrides or {})})
     try:
         return ServiceConfig.model_validate(layered)
     except ValidationError as error:

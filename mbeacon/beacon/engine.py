@@ -46,10 +46,10 @@ class Principal:
     anonymous: bool = False
 
     def budget_holder(self, scope: str) -> str:
+        if scope == "global":  # one budget for every caller, anonymous ones included
+            return "global"
         if self.anonymous:
             return "anonymous"
-        if scope == "global":
-            return "global"
         if scope == "group":
             return f"group:{self.group or self.name}"
         return f"user:{self.name}"
@@ -374,8 +374,13 @@ class AnswerEngine:
     def budget_of(self, principal: Principal, dataset: str) -> dict:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""
         policy = self.config.policy(dataset)
-        account = self.ledger.account(principal.budget_holder(policy.scope), dataset)
-        params = account.params if account is not None else self.new_params(dataset)
+        holder = principal.budget_holder(policy.scope)
+        account = self.ledger.account(holder, dataset)
+        params = (
+            account.params
+            if account is not None
+            else self.ledger.params_for_new(holder, dataset, lambda: self.new_params(dataset))
+        )
         budget = account.budget() if account is not None else unopened_budget(params)
         return {
             **budget,

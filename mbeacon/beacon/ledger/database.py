@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -102,7 +103,7 @@ class SQLiteDatabase(Database):
         if conn is not None and self._local.pid == os.getpid():
             return conn
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _set_wal(conn)
         conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_every_commit else 'NORMAL'}")
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -200,6 +201,19 @@ class PostgresDatabase(Database):
         if self._pool is not None and self._pid == os.getpid():
             self._pool.close()
         self._pool = None
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL; the switch ignores the busy timeout, so retry while another process writes."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _quietly(fn: Any, *args: Any) -> None:

@@ -86,7 +86,11 @@ class Ledger:
     def open(cls, url: str, *, migrate: bool = True, sqlite_sync: str = "state") -> Ledger:
         ledger = cls(connect(url, sqlite_sync=sqlite_sync))
         if migrate:
-            schema.upgrade(ledger.db)
+            try:
+                schema.upgrade(ledger.db)
+            except BaseException:
+                ledger.close()
+                raise
         return ledger
 
     def close(self) -> None:
@@ -188,6 +192,16 @@ class Ledger:
         if account is not None:
             return account
         params = self.override(tx, principal, dataset) or params_for_new()
+        return self._open_account(tx, principal, dataset, params)
+
+    def params_for_new(
+        self, principal: str, dataset: str, default: Callable[[], AccountParams]
+    ) -> AccountParams:
+        """The parameters an account would be opened with now: an operator override, else ``default``."""
+        with self.db.transaction(write=False) as tx:
+            return self.override(tx, principal, dataset) or default()
+
+    def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
         state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
         stamp = now()
         tx.durable = True  # secret thresholds are drawn: they must survive anything once used

@@ -1,0 +1,342 @@
+"""The privacy ledger on SQLite and on PostgreSQL: migrations, keys, accounts, the cache, the audit log.
+
+PostgreSQL tests use ``$MBEACON_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+and a fresh schema per test (dropped afterwards); they are skipped, with the reason, if the server
+cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mbeacon.beacon import keys
+from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.ledger import (
+    AuditRow,
+    CachedAnswer,
+    Ledger,
+    LedgerUnavailable,
+    UserError,
+    connect,
+    schema,
+)
+from mbeacon.privacy.svt2 import SVT2State
+
+PG_URL = os.environ.get("MBEACON_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+PARAMS = AccountParams.from_policy(DatasetPolicy(c=5, epsilon=1.0))
+# what a refused write looks like: SQLite trigger errors surface as sqlite3 errors, PostgreSQL ones
+# as LedgerUnavailable (the API's 503)
+REFUSED = (LedgerUnavailable, sqlite3.DatabaseError)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/ledger.sqlite3"
+        return
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        pytest.skip(f"PostgreSQL not reachable at {PG_URL} (set MBEACON_TEST_POSTGRES): {error}")
+    name = f"mbeacon_test_{secrets.token_hex(6)}"
+    admin.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{name}"
+    finally:
+        admin.execute(f"DROP SCHEMA {name} CASCADE")
+        admin.close()
+
+
+@pytest.fixture
+def ledger(database_url: str) -> Iterator[Ledger]:
+    opened = Ledger.open(database_url)
+    yield opened
+    opened.close()
+
+
+def all_rows(ledger: Ledger) -> str:
+    """Every row of every table, as text."""
+    with ledger.db.transaction(write=False) as tx:
+        if ledger.db.dialect == "sqlite":
+            tx.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        else:
+            tx.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        tables = [row[0] for row in tx.fetchall()]
+        out = []
+        for table in tables:
+            tx.execute(f"SELECT * FROM {table}")
+            out.append(f"{table}: {tx.fetchall()!r}")
+    assert "users" in tables and "audit_log" in tables
+    return "\n".join(out)
+
+
+def audit_rows(ledger: Ledger) -> list[tuple]:
+    with ledger.db.transaction(write=False) as tx:
+        tx.execute("SELECT id, time, event, actor, principal, dataset, detail FROM audit_log ORDER BY id")
+        return tx.fetchall()
+
+
+# --- migrations -------------------------------------------------------------------------------
+
+
+def test_migrations_apply_once(database_url: str) -> None:
+    fresh = Ledger.open(database_url, migrate=False)
+    try:
+        assert schema.current_version(fresh.db) == 0
+        assert schema.upgrade(fresh.db) == [v for v, _, _ in schema.MIGRATIONS]
+        assert schema.upgrade(fresh.db) == []
+        assert schema.current_version(fresh.db) == schema.LATEST
+    finally:
+        fresh.close()
+    again = Ledger.open(database_url)  # every start-up upgrades: a no-op now
+    try:
+        with again.db.transaction(write=False) as tx:
+            tx.execute("SELECT version FROM schema_version ORDER BY version")
+            assert [row[0] for row in tx.fetchall()] == [v for v, _, _ in schema.MIGRATIONS]
+        assert schema.current_version(again.db) == schema.LATEST
+    finally:
+        again.close()
+
+
+def test_concurrent_start_ups_migrate_once(database_url: str) -> None:
+    if database_url.startswith("sqlite:///"):  # in WAL mode already: see the test below for a fresh file
+        sqlite3.connect(database_url.removeprefix("sqlite:///")).execute("PRAGMA journal_mode=WAL").close()
+    ledgers = [Ledger.open(database_url, migrate=False) for _ in range(4)]
+    applied: list[list[int]] = []
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(len(ledgers))
+
+    def start(ledger: Ledger) -> None:
+        try:
+            barrier.wait()
+            applied.append(schema.upgrade(ledger.db))
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=start, args=(ledger,)) for ledger in ledgers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert not failures, failures
+        assert sorted(applied, key=len) == [[]] * 3 + [[v for v, _, _ in schema.MIGRATIONS]]
+        assert schema.current_version(ledgers[0].db) == schema.LATEST
+    finally:
+        for ledger in ledgers:
+            ledger.close()
+
+
+def test_sqlite_start_up_waits_for_a_concurrent_writer(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing the new file (e.g. migrating it)
+    other.execute("CREATE TABLE elsewhere (x INTEGER)")
+    release = threading.Timer(0.3, other.execute, ("COMMIT",))
+    release.start()
+    try:
+        ledger = Ledger.open(f"sqlite:///{path}")  # must wait for the busy timeout (30 s), not fail
+        ledger.close()
+    finally:
+        release.join()
+        other.close()
+
+
+def test_a_newer_schema_is_refused(ledger: Ledger, database_url: str) -> None:
+    with ledger.db.transaction() as tx:
+        tx.execute(
+            "INSERT INTO schema_version (version, description, applied) VALUES (?, ?, ?)",
+            (schema.LATEST + 1, "from the future", "2099-01-01"),
+        )
+    db = connect(database_url)  # what Ledger.open runs at start-up
+    try:
+        with pytest.raises(RuntimeError, match="newer than this MBeacon"):
+            schema.upgrade(db)
+    finally:
+        db.close()
+
+
+def test_connect_rejects_unknown_urls() -> None:
+    for url in ("mysql://localhost/ledger", "sqlite://", "ledger.sqlite3"):
+        with pytest.raises(ValueError, match="database url"):
+            connect(url)
+
+
+# --- users and keys ---------------------------------------------------------------------------
+
+
+def test_keys_are_stored_only_as_salted_hashes(ledger: Ledger, database_url: str) -> None:
+    issued = [ledger.add_user(f"user{i}", tier="REGISTERED") for i in range(3)]
+    issued.append(ledger.add_user("ops", role="admin"))
+    issued.append(ledger.rotate_key("user0"))
+    dump = all_rows(ledger)
+    for key in issued:
+        key_id, secret = keys.split(key)
+        assert key not in dump and secret not in dump
+        assert key_id in dump or key == issued[0]  # the key id finds the row (rotated away for user0)
+    with ledger.db.transaction(write=False) as tx:
+        tx.execute("SELECT key_salt, key_hash FROM users")
+        salts, hashes = zip(*tx.fetchall(), strict=True)
+    assert len(set(salts)) == len(salts) and len(set(hashes)) == len(hashes)
+    if database_url.startswith("sqlite:///"):  # not in the file, its WAL or anything beside it
+        folder = Path(database_url.removeprefix("sqlite:///")).parent
+        raw = b"".join(p.read_bytes() for p in folder.iterdir() if p.is_file())
+        assert raw
+        for key in issued:
+            assert keys.split(key)[1].encode() not in raw
+
+
+def test_authenticate(ledger: Ledger) -> None:
+    key = ledger.add_user("alice", tier="CONTROLLED", group="lab")
+    user = ledger.authenticate(key)
+    assert user is not None
+    assert (user.name, user.role, user.tier, user.group) == ("alice", "researcher", "CONTROLLED", "lab")
+    assert user.revoked is None
+    key_id, secret = keys.split(key)
+    wrong_secret = f"mbk_{key_id}_{'A' * 43}"
+    unknown_id = f"mbk_{'0' * 12}_{secret}"
+    for bad in (wrong_secret, unknown_id, key + "x", key[:-1], "", "mbk", key.upper(), f"Bearer {key}"):
+        assert ledger.authenticate(bad) is None, bad
+    new = ledger.rotate_key("alice")
+    assert ledger.authenticate(key) is None
+    assert ledger.authenticate(new).name == "alice"
+    ledger.revoke_user("alice")
+    assert ledger.authenticate(new) is None
+    assert ledger.user("alice").revoked is not None
+    with pytest.raises(UserError):
+        ledger.rotate_key("alice")  # a revoked user gets no new key
+    with pytest.raises(UserError):
+        ledger.add_user("alice")
+    with pytest.raises(UserError):
+        ledger.revoke_user("nobody")
+    with pytest.raises(UserError):
+        ledger.add_user("bob", role="superuser")
+    events = [row[2] for row in audit_rows(ledger)]
+    assert events == ["user_add", "key_rotate", "user_revoke"]
+
+
+# --- budget accounts, cache, audit ------------------------------------------------------------
+
+
+def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
+    with ledger.db.transaction() as tx:
+        account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        assert (account.principal, account.dataset, account.params) == ("user:alice", "demo", PARAMS)
+        assert (account.state.count, account.queries) == (0, 0)
+        ledger.save_account(tx, account, SVT2State(1.5, -2.25, 2), 7)
+    stored = ledger.account("user:alice", "demo")
+    assert (stored.state.z1, stored.state.z2, stored.state.count, stored.queries) == (1.5, -2.25, 2, 7)
+    assert stored.params == PARAMS and stored.created == account.created
+    assert "1.5" not in repr(stored.state) and "2.25" not in repr(stored.state)
+
+    def must_not_open():
+        raise AssertionError("an existing account must not be opened again")
+
+    with ledger.db.transaction() as tx:
+        again = ledger.lock_account(tx, "user:alice", "demo", must_not_open)
+        assert again.state == stored.state
+    assert [(a.principal, a.dataset) for a in ledger.accounts()] == [("user:alice", "demo")]
+    assert ledger.accounts("user:bob") == []
+
+
+def test_a_failed_transaction_leaves_nothing(ledger: Ledger) -> None:
+    with pytest.raises(ZeroDivisionError), ledger.db.transaction() as tx:
+        account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        ledger.store_answers(tx, "user:alice", "demo", [("k", CachedAnswer(True, "data", None))])
+        ledger.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo")])
+        ledger.save_account(tx, account, SVT2State(0.0, 0.0, 1), 1)
+        1 / 0  # noqa: B018
+    assert ledger.account("user:alice", "demo") is None
+    assert audit_rows(ledger) == []
+
+
+def test_override_sets_the_parameters_of_the_next_account(ledger: Ledger) -> None:
+    small = AccountParams.from_policy(DatasetPolicy(c=2, epsilon=0.5))
+    assert ledger.set_override("user:alice", "demo", small, actor="admin:ops") is False
+    with ledger.db.transaction() as tx:
+        assert ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS).params == small
+        assert ledger.lock_account(tx, "user:bob", "demo", lambda: PARAMS).params == PARAMS
+    assert ledger.set_override("user:alice", "demo", PARAMS, actor="admin:ops") is True  # open: waits
+    assert ledger.account("user:alice", "demo").params == small
+
+
+def test_reset_removes_account_and_cache_and_is_audited(ledger: Ledger) -> None:
+    with ledger.db.transaction() as tx:
+        account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        ledger.save_account(tx, account, SVT2State(3.0, -1.0, 5), 40)
+        ledger.store_answers(tx, "user:alice", "demo", [("q1", CachedAnswer(True, "data", None)),
+                                                        ("q2", CachedAnswer(False, "prior", 3))])  # fmt: skip
+        ledger.lock_account(tx, "user:bob", "demo", lambda: PARAMS)
+        ledger.store_answers(tx, "user:bob", "demo", [("q1", CachedAnswer(False, "prior", None))])
+    with ledger.db.transaction() as tx:
+        cached = ledger.cached_answers(tx, "user:alice", "demo", ["q1", "q2", "q3", "q1"])
+    assert cached == {"q1": CachedAnswer(True, "data", None), "q2": CachedAnswer(False, "prior", 3)}
+    assert ledger.reset_account("user:alice", "demo", actor="admin:ops") is True
+    assert ledger.account("user:alice", "demo") is None
+    with ledger.db.transaction() as tx:
+        assert ledger.cached_answers(tx, "user:alice", "demo", ["q1", "q2"]) == {}
+        assert set(ledger.cached_answers(tx, "user:bob", "demo", ["q1"])) == {"q1"}  # others untouched
+    assert ledger.account("user:bob", "demo") is not None
+    assert ledger.reset_account("user:alice", "demo", actor="admin:ops") is False  # nothing to reset
+    resets = [row for row in audit_rows(ledger) if row[2] == "budget_reset"]
+    assert [(r[3], r[4], r[5]) for r in resets] == [("admin:ops", "user:alice", "demo")] * 2
+    assert '"positivesUsed": 5' in resets[0][6] and '"before": null' in resets[1][6]
+    entries = ledger.audit_log(principal="user:alice")
+    assert [e["event"] for e in entries] == ["budget_reset", "budget_reset"]  # newest first
+
+
+def test_audit_log_is_append_only(ledger: Ledger) -> None:
+    ledger.add_user("alice")
+    with ledger.db.transaction() as tx:
+        ledger.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo", '{"q": 1}', "data", False)])
+    before = audit_rows(ledger)
+    assert len(before) == 2
+    statements = [
+        "UPDATE audit_log SET event = 'nothing'",
+        "DELETE FROM audit_log",
+        "DELETE FROM audit_log WHERE id = 1",
+    ]
+    if ledger.db.dialect == "postgresql":
+        statements.append("TRUNCATE audit_log")
+    for statement in statements:
+        with pytest.raises(REFUSED, match="append-only"), ledger.db.transaction() as tx:
+            tx.execute(statement)
+    assert audit_rows(ledger) == before
+    assert ledger.audit_log(limit=1)[0]["event"] == "query"
+
+
+def test_concurrent_spending_serialises_on_the_account(database_url: str) -> None:
+    """Each thread has its own connection; every increment must survive (no lost update)."""
+    ledger = Ledger.open(database_url)
+    errors: list[BaseException] = []
+
+    def spend(times: int) -> None:
+        try:
+            for _ in range(times):
+                with ledger.db.transaction() as tx:
+                    account = ledger.lock_account(tx, "global", "demo", lambda: PARAMS)
+                    ledger.save_account(tx, account, account.state, account.queries + 1)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=spend, args=(15,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert not errors, errors
+        assert ledger.account("global", "demo").queries == 60
+    finally:
+        ledger.close()
