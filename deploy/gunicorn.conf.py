@@ -18,7 +18,7 @@ server.prepare_metrics_dir()  # before any worker imports prometheus_client
 _settings = server.settings(
     bind=os.environ.get("MBEACON_BIND", "127.0.0.1:8000"),
     workers=int(os.environ["MBEACON_WORKERS"]) if os.environ.get("MBEACON_WORKERS") else None,
-    threads=int(os.environ.get("MBEACON_THREADS", "4")),
+    threads=int(os.environ.get("MBEACON_THREADS", "2")),
 )
 bind = _settings["bind"]
 workers = _settings["workers"]

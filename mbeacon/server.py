@@ -66,7 +66,7 @@ def child_exit(server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
-def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: int = 4) -> dict[str, Any]:
+def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: int = 2) -> dict[str, Any]:
     """gunicorn settings (see the module docstring for why each hook exists)."""
     from gunicorn.config import Config
 

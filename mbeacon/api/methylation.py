@@ -3,6 +3,8 @@ caller's own budget (``GET /api/budget``)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from flask import Blueprint, jsonify, request
 from werkzeug.exceptions import BadRequest
 
@@ -20,8 +22,8 @@ def _answer(caller, parsed):
     if parsed.test_mode:  # Beacon v2 test mode: virtual answers, from the public prior, free
         return jsonify(methylation_response(parsed, rt.engine.answer_from_prior(caller, parsed.queries)))
     result = rt.engine.answer(caller, parsed.queries, parsed.granularity)
-    for answer in result.answers:
-        metrics.ANSWERS.labels(answer.dataset, answer.answered_from).inc()
+    for (dataset, source), count in Counter((a.dataset, a.answered_from) for a in result.answers).items():
+        metrics.ANSWERS.labels(dataset, source).inc(count)
     for dataset, spent in result.positives_spent.items():
         if spent:
             metrics.POSITIVES.labels(dataset).inc(spent)

@@ -75,7 +75,11 @@ def _validate_for_serving(config_path: Path | None) -> None:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="gunicorn worker processes.")
 @click.option(
-    "--threads", type=click.IntRange(min=1), default=4, show_default=True, help="Threads per worker."
+    "--threads",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Threads per worker (2 measured best on 2 cores; 1 lets a silent client stall a worker).",
 )
 def serve(config_path: Path | None, bind: str | None, workers: int | None, threads: int) -> None:
     """Serve the beacon under gunicorn (the master runs in this process; stop with Ctrl-C/SIGTERM)."""
@@ -167,7 +171,7 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     click.echo(f"try:  curl -H 'Authorization: Bearer {key}' '{query}'", err=True)
     click.echo(f"docs: {base}/docs   (config: {config_path}; stop with Ctrl-C)", err=True)
     sys.stdout.flush()
-    server.run(str(config_path), server.settings(f"127.0.0.1:{port}", workers, 4))
+    server.run(str(config_path), server.settings(f"127.0.0.1:{port}", workers))
 
 
 # --- users ---------------------------------------------------------------------------------------

@@ -121,12 +121,17 @@ class AnswerEngine:
         self.store = CohortStore(config.store)
         self._cohorts: dict[str, Cohort] = {}
         self._priors: dict[str, Prior] = {}
+        self._ids: tuple[int, list[str]] | None = None
         self._lock = threading.Lock()
 
     # --- datasets and priors -------------------------------------------------------------------
 
     def dataset_ids(self) -> list[str]:
-        return self.store.ids()
+        """The store's datasets, re-listed only when the datasets folder changes (one stat a request)."""
+        stamp = (self.store.root / "datasets").stat().st_mtime_ns
+        if self._ids is None or self._ids[0] != stamp:
+            self._ids = (stamp, self.store.ids())
+        return self._ids[1]
 
     def visible(self, principal: Principal) -> list[str]:
         return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]

@@ -330,6 +330,7 @@ class Cohort:
             self._info = _info_from_attrs(f.attrs)
             self._probe_ids = f["probe_ids"][...]
             self._probe_order = f["probe_order"][...]
+            self._sorted_ids = self._probe_ids[self._probe_order]  # once per open, not per lookup
             self._sample_ids = f["sample_ids"][...]
             beta = f["beta"]
             self._shape = beta.shape
@@ -373,7 +374,7 @@ class Cohort:
         self._ensure_open()
         wanted = np.asarray(list(probe_ids) if not isinstance(probe_ids, np.ndarray) else probe_ids)
         wanted = wanted.astype(f"S{ID_BYTES}")
-        sorted_ids = self._probe_ids[self._probe_order]
+        sorted_ids = self._sorted_ids
         pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
         found = sorted_ids[pos] == wanted
         return np.where(found, self._probe_order[pos], -1)

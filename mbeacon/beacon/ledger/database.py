@@ -5,8 +5,12 @@ Both backends expose the same small surface: ``transaction()`` yields a :class:`
 account row. Choices, and why:
 
 * **SQLite** (default, one host): WAL journal so readers never block the writer, ``BEGIN IMMEDIATE``
-  so two workers cannot both read an account and then both write it (the second waits on the busy
-  timeout instead of failing at commit). One connection per thread and process. Durability: every
+  so two workers cannot both read an account and then both write it. Writers queue on an advisory
+  file lock (``flock`` on ``<ledger>.lock``) before ``BEGIN IMMEDIATE``: the kernel wakes the next
+  writer the moment the lock is free, whereas SQLite's busy handler polls with sleeps of up to
+  100 ms, which put 80 ms spikes into the p99 latency under load. The kernel drops the lock of a
+  killed process. The busy timeout stays as the fallback for writers that do not take the file
+  lock (``sqlite3`` on the command line). One connection per thread and process. Durability: every
   commit survives a crash of the process (SIGKILL included). A transaction that changes budget
   state (opens an account, i.e. draws its secret thresholds, or spends a positive) sets
   ``tx.durable`` and the write-ahead log is fsynced before the answer is released, so it also
@@ -25,6 +29,7 @@ request whose ledger write failed is never answered.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import threading
@@ -108,10 +113,33 @@ class SQLiteDatabase(Database):
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA foreign_keys=ON")
         self._local.conn, self._local.pid = conn, os.getpid()
+        # flock locks belong to an open file: one descriptor per thread, so threads exclude each other
+        self._local.lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         return conn
 
     @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        fcntl.flock(self._local.lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._local.lock_fd, fcntl.LOCK_UN)
+
+    @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
+        if not write:
+            with self._transaction(write=False) as tx:
+                yield tx
+            return
+        try:
+            self._connection()
+        except sqlite3.Error as error:
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+        with self._writer_lock(), self._transaction(write=True) as tx:
+            yield tx
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Tx]:
         try:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -148,6 +176,7 @@ class SQLiteDatabase(Database):
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             conn.close()
+            os.close(self._local.lock_fd)
         self._local = threading.local()
 
 
