@@ -1,6 +1,10 @@
-"""Test configuration: slow statistical and load tests run only with ``--runslow`` (CI passes it)."""
+"""Test configuration: slow statistical and load tests run only with ``--runslow`` (CI passes it);
+the Flask app factory fixtures shared by the API test modules."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,3 +20,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture
+def make_app(request: pytest.FixtureRequest, store: Path, tmp_path: Path) -> Iterator[Callable[..., object]]:
+    """Apps on the module's ``store`` fixture with the module's ``POLICY``/``DATASETS``, each with its
+    own SQLite ledger; keyword arguments override the configuration."""
+    from mbeacon.api import create_app
+
+    apps: list = []
+
+    def make(**overrides):
+        config = {
+            "store": str(store),
+            "database_url": f"sqlite:///{tmp_path}/ledger-{len(apps)}/ledger.sqlite3",
+            "defaults": request.module.POLICY,
+            "datasets": request.module.DATASETS,
+            **overrides,
+        }
+        app = create_app(config)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.config["MBEACON"].ledger.close()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()

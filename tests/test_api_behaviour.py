@@ -14,7 +14,6 @@ import os
 import shutil
 import sqlite3
 import stat
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 from flask import Flask
 
-from mbeacon.api import create_app, ratelimit
+from mbeacon.api import ratelimit
 from mbeacon.api.logs import JsonFormatter
 from mbeacon.beacon.config import ConfigError
 from mbeacon.privacy.svt2 import SVT2State
@@ -67,32 +66,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if name != DEMO:
             cohorts.write(name, source.sample_ids.tolist(), [(ids, values)])
     return root
-
-
-@pytest.fixture
-def make_app(store: Path, tmp_path: Path) -> Iterator[Callable[..., Flask]]:
-    apps: list[Flask] = []
-
-    def make(**overrides) -> Flask:
-        config = {
-            "store": str(store),
-            "database_url": f"sqlite:///{tmp_path}/ledger-{len(apps)}/ledger.sqlite3",
-            "defaults": POLICY,
-            "datasets": DATASETS,
-            **overrides,
-        }
-        app = create_app(config)
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.config["MBEACON"].ledger.close()
-
-
-@pytest.fixture
-def app(make_app) -> Flask:
-    return make_app()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ missing these tests fail (``beacon_schemas.SchemasMissing``) rather than skip.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +15,7 @@ import pytest
 from beacon_schemas import SchemasMissing, SchemaViolation, framework_root, validate
 from flask import Flask
 
-from mbeacon.api import create_app, ratelimit
+from mbeacon.api import ratelimit
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import DEMO_DATASET, ensure_demo
 
@@ -56,32 +55,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids = source.probe_ids[:EXTRA_PROBES].tolist()
     cohorts.write(CONTROLLED, source.sample_ids.tolist(), [(ids, source.rows(np.arange(EXTRA_PROBES)))])
     return root
-
-
-@pytest.fixture
-def make_app(store: Path, tmp_path: Path) -> Callable[..., Flask]:
-    apps: list[Flask] = []
-
-    def make(**overrides) -> Flask:
-        config = {
-            "store": str(store),
-            "database_url": f"sqlite:///{tmp_path}/ledger-{len(apps)}/ledger.sqlite3",
-            "defaults": POLICY,
-            "datasets": DATASETS,
-            **overrides,
-        }
-        app = create_app(config)
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.config["MBEACON"].ledger.close()
-
-
-@pytest.fixture
-def app(make_app) -> Flask:
-    return make_app()
 
 
 @pytest.fixture
