@@ -18,7 +18,7 @@ from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import DatasetPolicy, Tier
 from mbeacon.beacon.query import QueryError
 
-bp = Blueprint("admin", __name__, url_prefix="/admin")
+bp = Blueprint("admin", __name__)  # mounted at /api/admin
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
 

@@ -16,7 +16,6 @@ from mbeacon.api.responses import (
     API_VERSION,
     ENTRY_TYPE,
     informational,
-    informational_meta,
     request_summary,
     response_meta,
 )
@@ -213,6 +212,3 @@ def datasets():
             "response": {"collections": collections},
         }
     )
-
-
-__all__ = ["bp", "dataset_policy_public", "informational_meta"]
