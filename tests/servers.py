@@ -69,12 +69,22 @@ class BeaconServer:
                 raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
             try:
                 if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
+                    self.wait_for_workers(max(1.0, deadline - time.monotonic()))
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"server not ready within {timeout} s:\n{self.log()}")
+
+    def wait_for_workers(self, timeout: float = 60.0) -> list[int]:
+        """The worker pids once all of them have booted (/readyz answers as soon as one has)."""
+        deadline = time.monotonic() + timeout
+        while len(pids := self.worker_pids()) < self.workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(pids)} of {self.workers} workers booted:\n{self.log()}")
+            time.sleep(0.2)
+        return pids
 
     def worker_pids(self) -> list[int]:
         assert self.process is not None

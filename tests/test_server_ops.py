@@ -85,7 +85,7 @@ def _metric(text: str, name: str, **labels: str) -> float:
 def test_metrics_are_summed_over_workers_and_logs_hold_no_secrets(tmp_path, demo):
     server, key, admin = _server(tmp_path, demo, rate_limit_per_minute=0)
     with server:
-        assert len(server.worker_pids()) == 4
+        assert len(server.wait_for_workers()) == 4
         n = 120
         for i in range(n):  # new connections: spread over the workers by the kernel
             response = httpx.get(f"{server.url}/api/methylation",
