@@ -733,3 +733,39 @@ def test_build_from_a_dataset_in_the_store(tmp_path):
         main, ["prior", "build", "--store", str(tmp_path), "--name", "x", "--from-dataset", "nope"]
     )
     assert unknown.exit_code == 2 and "no dataset 'nope'" in unknown.output
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.integers(0, 19_999), min_size=1, max_size=8),
+    bounds=st.lists(
+        st.tuples(
+            st.one_of(st.floats(-0.5, 1.5), st.sampled_from([0.0, 0.2, 0.5, 1.0])),
+            st.one_of(st.floats(-0.5, 1.5), st.sampled_from([0.0, 0.2, 0.5, 1.0])),
+        ),
+        min_size=8,
+        max_size=8,
+    ),
+)
+def test_small_queries_give_bit_identical_answers(blood_prior: Prior, rows: list[int], bounds) -> None:
+    """The plain-Python path for a few queries equals the vectorised one exactly, so a query's beta
+    (and so its released prior answer) does not depend on whether it came alone or in a batch."""
+    pos = np.array(rows) % len(blood_prior)
+    lo = np.array([b[0] for b in bounds[: len(rows)]])
+    hi = np.array([b[1] for b in bounds[: len(rows)]])
+    small = blood_prior.probability(pos, lo, hi, method="empirical")
+    padded = blood_prior.probability(
+        np.concatenate([pos, np.zeros(20, dtype=np.int64)]),
+        np.concatenate([lo, np.zeros(20)]),
+        np.concatenate([hi, np.ones(20)]),
+        method="empirical",
+    )[: len(rows)]
+    assert np.array_equal(small, padded, equal_nan=True)
+    sample = blood_prior.quantiles[pos[0]]
+    at_reference = blood_prior.probability(
+        pos[:1], sample[3:4].astype(np.float64), sample[7:8].astype(np.float64)
+    )
+    vector = blood_prior.probability(
+        np.repeat(pos[:1], 9), np.repeat(sample[3:4].astype(np.float64), 9), np.repeat(sample[7:8], 9)
+    )
+    assert np.array_equal(at_reference, vector[:1])

@@ -24,7 +24,7 @@ import pandas as pd
 
 from mbeacon.store.priors.beta_distribution import _beta_cdf
 from mbeacon.store.priors.names import check_name
-from mbeacon.store.priors.quantile_sketch import _sketch_cdf
+from mbeacon.store.priors.quantile_sketch import _sketch_cdf, _sketch_cdf_scalar
 
 __all__ = ["CHUNK", "HASH_LOOKUP_MIN", "THREADS", "Prior"]
 
@@ -32,6 +32,8 @@ __all__ = ["CHUNK", "HASH_LOOKUP_MIN", "THREADS", "Prior"]
 #: Pairs per chunk of :meth:`Prior.probability`: the rows a chunk touches stay in cache during the
 #: binary search of the empirical method, and chunks are the unit of work of the thread pool.
 CHUNK = 16_384
+#: At most this many (probe, lo, hi) triples take the plain-Python path of the empirical CDF.
+SMALL = 8
 #: :meth:`Prior.index` uses a hash table from this many ids on (a binary search below).
 HASH_LOOKUP_MIN = 65_536
 #: Threads for large :meth:`Prior.probability` calls (``None``: the CPUs this process may use, at most 8).
@@ -186,6 +188,13 @@ class Prior:
         pos, lo_arr, hi_arr = np.broadcast_arrays(pos, lo_arr, hi_arr)
         shape = pos.shape
         pos, lo_arr, hi_arr = pos.ravel(), lo_arr.ravel(), hi_arr.ravel()
+        if (
+            kind == "empirical"
+            and pos.size <= SMALL
+            and np.isfinite(lo_arr).all()
+            and np.isfinite(hi_arr).all()
+        ):
+            return self._empirical_small(pos, lo_arr, hi_arr).reshape(shape)
         out = np.empty(pos.size, dtype=np.float64)
         kernel = self._beta_chunk if kind == "beta" else self._empirical_chunk
 
@@ -214,6 +223,17 @@ class Prior:
         tail_scale = 2.0 * (a + b + 1.0)
         p = _beta_cdf(a, b, mean, tail_scale, np.clip(hi, 0.0, 1.0))
         p -= _beta_cdf(a, b, mean, tail_scale, np.clip(lo, 0.0, 1.0))
+        return _finish(p, known, lo, hi)
+
+    def _empirical_small(self, pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """:meth:`_empirical_chunk` for a handful of queries, without numpy's per-call overhead."""
+        assert self.quantiles is not None
+        p = np.zeros(pos.size, dtype=np.float64)
+        known = pos >= 0
+        for i in np.flatnonzero(known):
+            row = self.quantiles[pos[i]].tolist()
+            upper = _sketch_cdf_scalar(row, float(hi[i]), right=True)
+            p[i] = upper - _sketch_cdf_scalar(row, float(lo[i]), right=False)
         return _finish(p, known, lo, hi)
 
     def _empirical_chunk(self, pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -12,6 +12,8 @@ defined, so assigning it later does not change their default (as in the former s
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 __all__ = ["DEFAULT_QUANTILES"]
@@ -71,3 +73,24 @@ def _sketch_cdf(
     cdf[j == 0] = 0.0
     cdf[j == q_count] = 1.0
     return cdf
+
+
+def _sketch_cdf_scalar(row: list[float], x: float, *, right: bool) -> float:
+    """:func:`_sketch_cdf` for one point, in plain Python, bit for bit the same result.
+
+    The beacon answers most requests one query at a time, where numpy's per-call overhead on a
+    one-element array dominated; the same IEEE operations in the same order give the same float,
+    so a query's answer does not depend on whether it came alone or in a batch
+    (``tests/test_priors.py`` checks the identity).
+    """
+    q_count = len(row)
+    x32 = float(np.float32(min(max(x, -1.0), 2.0)))
+    j = bisect.bisect_right(row, x32) if right else bisect.bisect_left(row, x32)
+    if j == 0:
+        return 0.0
+    if j == q_count:
+        return 1.0
+    k = min(max(j - 1, 0), q_count - 2)
+    q0, q1 = row[k], row[k + 1]
+    frac = min(max((x - q0) / (q1 - q0), 0.0), 1.0)
+    return (k + frac) / (q_count - 1)
