@@ -429,6 +429,33 @@ def test_test_mode_answers_from_the_prior_for_free(app, fresh) -> None:
     assert client.get("/api/methylation", query_string=hidden, headers=bearer(key)).status_code == 403
 
 
+def test_test_mode_on_an_unprotected_dataset_without_a_prior(store: Path, tmp_path: Path, probes) -> None:
+    """With two priors in the store and none named, an unprotected dataset has no prior: test mode then
+    answers from the uniform fallback instead of failing (an SVT² dataset would refuse to start)."""
+    from mbeacon.api import create_app
+    from mbeacon.store.priors import load_prior, save_prior
+
+    root = tmp_path / "store"
+    shutil.copytree(store, root)
+    prior = load_prior(root, "demo-general-population")
+    save_prior(root, type(prior)(**{**prior.__dict__, "name": "second-prior"}))
+    unprotected = {"mechanism": "none", "allow_unprotected": True}
+    app = create_app({"store": str(root), "database_url": f"sqlite:///{tmp_path}/ledger.sqlite3",
+                      "defaults": unprotected, "datasets": {}})  # fmt: skip
+    key = app.config["MBEACON"].ledger.add_user("alice")
+    params = {"probeId": probes[0], "minValue": 0.2, "maxValue": 0.7, "datasetIds": DEMO}
+    response = app.test_client().get(
+        "/api/methylation",
+        query_string={**params, "testMode": "true", "includeResultsetResponses": "ALL"},
+        headers=bearer(key),
+    )
+    assert response.status_code == 200, response.get_json()
+    (result_set,) = result_sets(response)
+    assert result_set["info"]["answeredFrom"] == "prior"
+    assert result_set["exists"] is True  # 60 patients x 0.5 uniform mass >= 1
+    app.config["MBEACON"].ledger.close()
+
+
 # --- tiers and granularity --------------------------------------------------------------------
 
 

@@ -210,9 +210,14 @@ class AnswerEngine:
         if known.any() and read_data:
             alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
         if policy.mechanism == "svt2" or not read_data:
-            probability = self.prior(dataset).probability(ids, lo, hi)
-            # A probe the prior does not know: the public fallback is a uniform prior on [0, 1].
-            probability = np.where(np.isnan(probability), np.clip(hi - lo, 0.0, 1.0), probability)
+            uniform = np.clip(hi - lo, 0.0, 1.0)  # the public fallback: a uniform prior on [0, 1]
+            try:
+                probability = self.prior(dataset).probability(ids, lo, hi)
+            except RuntimeError:  # no prior configured: allowed only for an unprotected dataset
+                if policy.mechanism == "svt2":
+                    raise
+                probability = uniform
+            probability = np.where(np.isnan(probability), uniform, probability)  # probes it lacks
             beta = cohort.n_patients * probability  # N public: never a per-probe non-missing count
         else:
             beta = np.zeros(len(qs))
