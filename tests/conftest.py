@@ -1,8 +1,10 @@
 """Test configuration: slow statistical and load tests run only with ``--runslow`` (CI passes it);
-the Flask app factory fixtures shared by the API test modules."""
+the store and Flask app factory fixtures shared by the API test modules (which define ``POLICY``,
+``DATASETS`` and ``EXTRA_PROBES``; a module's own ``store`` fixture takes precedence)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +22,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="module")
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo store plus, for every other dataset in the module's ``DATASETS``, a cohort of the
+    demo's first ``EXTRA_PROBES`` probes (same patients), so each policy has its own dataset."""
+    import numpy as np
+
+    from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.demo import DEMO_DATASET, ensure_demo
+
+    demo = ensure_demo(tmp_path_factory.getbasetemp() / "demo-store")
+    root = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "store"
+    shutil.copytree(demo.store, root)
+    cohorts = CohortStore(root)
+    source = cohorts.open(DEMO_DATASET)
+    extra = request.module.EXTRA_PROBES
+    ids, values = source.probe_ids[:extra].tolist(), source.rows(np.arange(extra))
+    for name in request.module.DATASETS:
+        if name != DEMO_DATASET:
+            cohorts.write(name, source.sample_ids.tolist(), [(ids, values)])
+    return root
 
 
 @pytest.fixture

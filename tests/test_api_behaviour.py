@@ -17,7 +17,6 @@ import stat
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from flask import Flask
 
@@ -26,7 +25,7 @@ from mbeacon.api.logs import JsonFormatter
 from mbeacon.beacon.config import ConfigError
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import CohortStore
-from mbeacon.store.demo import DEMO_DATASET, ensure_demo
+from mbeacon.store.demo import DEMO_DATASET
 
 DEMO = DEMO_DATASET
 PRIOR = "prior-cohort"
@@ -50,22 +49,6 @@ EXTRA_PROBES = 200
 
 
 # --- fixtures and helpers ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo store plus one copy of the demo's first probes per extra policy (same patients)."""
-    demo = ensure_demo(tmp_path_factory.getbasetemp() / "demo-store")
-    root = tmp_path_factory.mktemp("behaviour") / "store"
-    shutil.copytree(demo.store, root)
-    cohorts = CohortStore(root)
-    source = cohorts.open(DEMO)
-    ids = source.probe_ids[:EXTRA_PROBES].tolist()
-    values = source.rows(np.arange(EXTRA_PROBES))
-    for name in DATASETS:
-        if name != DEMO:
-            cohorts.write(name, source.sample_ids.tolist(), [(ids, values)])
-    return root
 
 
 @pytest.fixture

@@ -6,18 +6,15 @@ missing these tests fail (``beacon_schemas.SchemasMissing``) rather than skip.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from beacon_schemas import SchemasMissing, SchemaViolation, framework_root, validate
 from flask import Flask
 
 from mbeacon.api import ratelimit
-from mbeacon.store.cohorts import CohortStore
-from mbeacon.store.demo import DEMO_DATASET, ensure_demo
+from mbeacon.store.demo import DEMO_DATASET
 
 DEMO = DEMO_DATASET
 CONTROLLED = "controlled-cohort"
@@ -42,19 +39,6 @@ def schemas_present() -> Path:
         return framework_root()
     except SchemasMissing as error:
         pytest.fail(str(error), pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo store plus a CONTROLLED cohort (the demo's first probes, same patients)."""
-    demo = ensure_demo(tmp_path_factory.getbasetemp() / "demo-store")
-    root = tmp_path_factory.mktemp("schemas") / "store"
-    shutil.copytree(demo.store, root)
-    cohorts = CohortStore(root)
-    source = cohorts.open(DEMO)
-    ids = source.probe_ids[:EXTRA_PROBES].tolist()
-    cohorts.write(CONTROLLED, source.sample_ids.tolist(), [(ids, source.rows(np.arange(EXTRA_PROBES)))])
-    return root
 
 
 @pytest.fixture
