@@ -21,7 +21,6 @@ directory must be set before anything imports the app.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -113,9 +112,3 @@ def run(config_path: str | None, options: dict[str, Any]) -> None:
             return create_app(config_path)
 
     MBeaconApplication().run()
-
-
-def remove_metrics_dir() -> None:
-    directory = os.environ.get(METRICS_ENV, "")
-    if directory and Path(directory).name.startswith("mbeacon-metrics-"):
-        shutil.rmtree(directory, ignore_errors=True)

@@ -24,7 +24,7 @@ from mbeacon.api.auth import AuthError, authenticated_user
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
 from mbeacon.beacon.config import ServiceConfig, load_config
-from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted
+from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted, DatasetUnavailable
 from mbeacon.beacon.ledger import Ledger, LedgerUnavailable, UserError
 from mbeacon.beacon.query import QueryError
 
@@ -89,8 +89,9 @@ def _install_hooks(app: Flask) -> None:
     def start() -> Any:
         g.started = time.perf_counter()
         g.request_id = request.headers.get("X-Request-ID", "")[:64] or uuid.uuid4().hex
-        if request.path.startswith("/api/"):
-            allowed, retry_after = app.config["MBEACON"].limiter.hit(_rate_identity())
+        limiter = app.config["MBEACON"].limiter
+        if request.path.startswith("/api/") and limiter.per_minute > 0:
+            allowed, retry_after = limiter.hit(_rate_identity())
             if not allowed:
                 metrics.REFUSALS.labels("rate_limit").inc()
                 return responses.error(
@@ -130,8 +131,6 @@ def _install_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(QueryError)
     def query_error(error: QueryError):
-        from mbeacon.beacon.engine import DatasetUnavailable
-
         status = 403 if isinstance(error, DatasetUnavailable) else 400
         return responses.error(status, str(error))
 

@@ -165,16 +165,8 @@ def filtering_terms():
 def dataset_policy_public(dataset: str) -> dict:
     """The published protection of a dataset: parameters, never the noisy thresholds."""
     policy = runtime().config.policy(dataset)
-    params = AccountParams.from_policy(policy)
     return {
-        "mechanism": policy.mechanism,
-        "epsilon": policy.epsilon,
-        "epsilon1": params.epsilon1,
-        "epsilon2": params.epsilon2,
-        "countEpsilon": policy.count_epsilon,
-        "c": policy.c,
-        "threshold": policy.threshold,
-        "variant": policy.variant,
+        **AccountParams.from_policy(policy).public(),
         "scope": policy.scope,
         "onExhausted": policy.on_exhausted,
         "tier": policy.tier,

@@ -74,6 +74,13 @@ class UserError(ValueError):
 
 
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
+_ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, queries, created"
+
+
+def _account(row: tuple) -> Account:
+    principal, dataset, params, z1, z2, positives, queries, created = row
+    return Account(principal, dataset, AccountParams.from_json(params), SVT2State(z1, z2, positives), queries,
+                   created)  # fmt: skip
 
 
 class Ledger:
@@ -174,15 +181,12 @@ class Ledger:
 
     def _read_account(self, tx: Tx, principal: str, dataset: str, lock: bool) -> Account | None:
         tx.execute(
-            "SELECT params, z1, z2, positives, queries, created FROM accounts"
+            f"SELECT {_ACCOUNT_COLUMNS} FROM accounts"
             " WHERE principal = ? AND dataset = ?" + (self.db.lock_suffix if lock else ""),
             (principal, dataset),
         )
         row = tx.fetchone()
-        if row is None:
-            return None
-        params = AccountParams.from_json(row[0])
-        return Account(principal, dataset, params, SVT2State(row[1], row[2], row[3]), row[4], row[5])
+        return None if row is None else _account(row)
 
     def lock_account(
         self, tx: Tx, principal: str, dataset: str, params_for_new: Callable[[], AccountParams]
@@ -228,16 +232,14 @@ class Ledger:
             return self._read_account(tx, principal, dataset, lock=False)
 
     def accounts(self, principal: str | None = None) -> list[Account]:
-        sql = "SELECT principal, dataset FROM accounts"
+        sql = f"SELECT {_ACCOUNT_COLUMNS} FROM accounts"
         params: tuple = ()
         if principal is not None:
             sql += " WHERE principal = ?"
             params = (principal,)
         with self.db.transaction(write=False) as tx:
             tx.execute(sql + " ORDER BY principal, dataset", params)
-            pairs = tx.fetchall()
-            found = (self._read_account(tx, p, d, lock=False) for p, d in pairs)
-            return [a for a in found if a is not None]
+            return [_account(row) for row in tx.fetchall()]
 
     def reset_account(self, principal: str, dataset: str, *, actor: str) -> bool:
         """Delete the account and its cached answers (a fresh budget on next use); audited."""
