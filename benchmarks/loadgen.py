@@ -248,6 +248,28 @@ async def _owners(spread: Spread, ports: list[int], wait: float = 0.25) -> dict[
     return owners
 
 
+def _result(
+    mode: str, connections: int, rate: float | None, rec: _Recorder, elapsed: float, cpu: float,
+    metered: float | None, placed: list[int] | None,
+) -> LoadResult:  # fmt: skip
+    """The record of one run, closed or paced (the generator's own CPU time included)."""
+    result = LoadResult(
+        mode,
+        connections,
+        elapsed,
+        len(rec.latencies),
+        rec.errors,
+        rate,
+        rec.latencies,
+        rec.samples,
+        time.process_time() - cpu,
+    )
+    result.metered = metered
+    if placed:
+        result.extra["connections_per_process"] = placed
+    return result
+
+
 def _advance(meter: Meter | None, before: float | None) -> float | None:
     after = meter() if meter else None
     return None if before is None or after is None else after - before
@@ -288,23 +310,9 @@ async def _closed(
     finally:
         for conn in conns:
             conn.close()
-    elapsed = time.perf_counter() - start
-    metered = _advance(meter, metered)
-    result = LoadResult(
-        "closed",
-        clients,
-        elapsed,
-        len(rec.latencies),
-        rec.errors,
-        None,
-        rec.latencies,
-        rec.samples,
-        time.process_time() - cpu,
+    return _result(
+        "closed", clients, None, rec, time.perf_counter() - start, cpu, _advance(meter, metered), placed
     )
-    result.metered = metered
-    if placed:
-        result.extra["connections_per_process"] = placed
-    return result
 
 
 async def _paced(
@@ -353,23 +361,9 @@ async def _paced(
     finally:
         for conn in conns:
             conn.close()
-    elapsed = time.perf_counter() - start
-    metered = _advance(meter, metered)
-    result = LoadResult(
-        "paced",
-        connections,
-        elapsed,
-        len(rec.latencies),
-        rec.errors,
-        rate,
-        rec.latencies,
-        rec.samples,
-        time.process_time() - cpu,
+    return _result(
+        "paced", connections, rate, rec, time.perf_counter() - start, cpu, _advance(meter, metered), placed
     )
-    result.metered = metered
-    if placed:
-        result.extra["connections_per_process"] = placed
-    return result
 
 
 def closed_loop(
