@@ -3,6 +3,8 @@ unprotected beacon it must break on the demo cohort."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -77,12 +79,15 @@ def demo_attack(tmp_path_factory):
     others = pd.read_csv(demo.simulation / FILES["nonmembers_remeasured"], index_col=0)
     profiles = np.vstack([members.T.to_numpy(), others.T.to_numpy()])
     labels = np.r_[np.ones(members.shape[1], bool), np.zeros(others.shape[1], bool)]
-    plan = plan_queries(profiles, prior, prior.index(members.index.to_numpy()), queries=100, noise_sd=0.02)
-    return cohort, prior, plan, labels
+    prior_rows = prior.index(members.index.to_numpy())
+    plan = plan_queries(profiles, prior, prior_rows, queries=100, noise_sd=0.02)
+    return SimpleNamespace(
+        cohort=cohort, prior=prior, plan=plan, labels=labels, profiles=profiles, prior_rows=prior_rows
+    )
 
 
 def test_exact_answers_match_a_direct_count(demo_attack) -> None:
-    cohort, prior, plan, _ = demo_attack
+    cohort, prior, plan = demo_attack.cohort, demo_attack.prior, demo_attack.plan
     rows = cohort.probe_index(prior.probe_ids)
     answers = exact_answers(cohort.rows(np.arange(cohort.n_probes)), plan, rows, threshold=2)
     for v, q in [(0, 0), (5, 17), (70, 99), (119, 50)]:
@@ -93,15 +98,19 @@ def test_exact_answers_match_a_direct_count(demo_attack) -> None:
 
 
 def test_unprotected_beacon_leaks_membership(demo_attack) -> None:
-    """MBeacon's headline on the demo cohort (60 patients, 2,000 probes): the attack gets stronger
-    with every answer and separates members from non-members well by 100 queries (0.885 here; the
-    issue's >= 0.9 is for the larger default simulation, checked by the evaluation)."""
-    cohort, prior, plan, labels = demo_attack
-    answers = exact_answers(
-        cohort.rows(np.arange(cohort.n_probes)), plan, cohort.probe_index(prior.probe_ids), 1
-    )
-    member, non = yes_probabilities(plan.pi, cohort.n_patients, 1, miss_probability(2.0, 0.005))
-    scores = lrt_scores(answers, member, non)
-    by_queries = [auc(scores[:, k - 1], labels) for k in (10, 50, 100)]
-    assert by_queries[0] < by_queries[1] < by_queries[2]
-    assert by_queries[2] >= 0.85
+    """MBeacon's headline on the demo cohort (60 patients, 2,000 probes): 100 queries separate
+    members from non-members (AUC >= 0.9). The prior-only strategy is weaker: the prior is the
+    general population, so it wastes queries on the disease's DMPs (``planning``'s docstring)."""
+    d = demo_attack
+    cohort = d.cohort
+    values = cohort.rows(np.arange(cohort.n_probes))
+    rows = cohort.probe_index(d.prior.probe_ids)
+    by_strategy = {}
+    for strategy in ("pooled", "prior"):
+        p = plan_queries(d.profiles, d.prior, d.prior_rows, queries=100, noise_sd=0.02, strategy=strategy)
+        answers = exact_answers(values, p, rows, 1)
+        member, non = yes_probabilities(p.pi, cohort.n_patients, 1, miss_probability(2.0, 0.005))
+        scores = lrt_scores(answers, member, non)
+        by_strategy[strategy] = [auc(scores[:, k - 1], d.labels) for k in (10, 100)]
+    assert by_strategy["pooled"][1] >= 0.9
+    assert by_strategy["prior"][0] < by_strategy["prior"][1] < by_strategy["pooled"][1]

@@ -3,9 +3,9 @@
 The attacker holds a victim's methylation profile (usually a noisy re-measurement), the public prior
 and the cohort size N. For each victim it
 
-1. picks the probes where the victim is most unusual under the prior: the range
+1. picks the probes where the victim is most unusual (:mod:`mbeacon.attack.planning`): the range
    ``[v - m, v + m]`` around the victim's value ``v`` (``m = z * noise_sd`` covers the measurement
-   noise) that the general population is least likely to fall in (smallest ``pi``);
+   noise) that a person of the cohort's population is least likely to fall in (smallest ``pi``);
 2. asks "at least T patients in that range?";
 3. scores the answers with ``sum_i log P(answer_i | member) / P(answer_i | non-member)``:
 
@@ -16,58 +16,21 @@ and the cohort size N. For each victim it
      + miss P(Bin(N-1, pi) >= T)``.
 
 Everything is vectorised over victims x queries. The defences that change what an answer means
-(SVT², noisy counts, flipping) are modelled in :mod:`mbeacon.attack.defences`, which uses these
-probabilities and the defence's public parameters.
+(SVT², noisy counts, flipping) are modelled in :mod:`mbeacon.attack.defences` from their public
+parameters; :func:`observation_probabilities` averages that model over the count's distribution.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr
 from scipy.stats import binom
 
-from mbeacon.store.priors import Prior
+from mbeacon.attack.defences import Defence
+from mbeacon.attack.planning import QueryPlan
 
 EPS = 1e-12
-
-
-@dataclass(frozen=True)
-class QueryPlan:
-    """The attacker's queries, victims x queries: probe rows (in the prior), ranges and prior mass."""
-
-    probes: np.ndarray  # int64 positions in the prior, victims x queries
-    lo: np.ndarray
-    hi: np.ndarray
-    pi: np.ndarray  # P_prior(value in [lo, hi])
-
-
-def plan_queries(
-    profiles: np.ndarray,
-    prior: Prior,
-    prior_rows: np.ndarray,
-    *,
-    queries: int,
-    noise_sd: float,
-    z: float = 2.0,
-    method: str = "auto",
-) -> QueryPlan:
-    """The ``queries`` most telling probes of each victim, most unusual first.
-
-    ``profiles``: victims x probes (the attacker's measurement; NaN where unknown); ``prior_rows``:
-    the prior position of each profile column (-1 where the prior lacks the probe: never asked).
-    """
-    values = np.asarray(profiles, dtype=np.float64)
-    margin = max(z * noise_sd, 1e-3)
-    lo, hi = np.clip(values - margin, 0.0, 1.0), np.clip(values + margin, 0.0, 1.0)
-    rows = np.broadcast_to(np.asarray(prior_rows, dtype=np.int64), values.shape)
-    pi = prior.probability(np.where(rows >= 0, rows, 0), lo, hi, method=method)
-    pi = np.where((rows >= 0) & np.isfinite(values) & np.isfinite(pi), pi, np.inf)  # never chosen
-    k = min(queries, values.shape[1])
-    pick = np.argsort(pi, axis=1, kind="stable")[:, :k]
-    take = lambda a: np.take_along_axis(a, pick, axis=1)  # noqa: E731
-    return QueryPlan(take(rows), take(lo), take(hi), take(pi))
+CHUNK = 20_000  # queries per step of the marginalisation (memory: CHUNK x counts)
 
 
 def miss_probability(z: float, missing: float = 0.0) -> float:
@@ -93,29 +56,77 @@ def yes_probabilities(
     return np.clip(member, EPS, 1 - EPS), np.clip(non, EPS, 1 - EPS)
 
 
+def observation_probabilities(
+    defence: Defence, pi: np.ndarray, beta: np.ndarray, n: int, miss: float, *, min_pi: float = 0.002
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(P(obs = 1 | member), P(obs = 1 | non-member))`` under ``defence``, shaped like ``pi``.
+
+    The count ``alpha`` is ``Bin(N, pi)`` for a non-member and ``1 + Bin(N-1, pi)`` for a member
+    (``Bin(N-1, pi)`` with probability ``miss``); the defence's public model
+    (:meth:`Defence.p_observe_one`) is averaged over it. Exact beacons use the closed form of
+    :func:`yes_probabilities`.
+    """
+    if defence.name in ("none", "suppression"):
+        return yes_probabilities(pi, n, defence.threshold, miss, min_pi=min_pi)
+    pi = np.clip(np.asarray(pi, dtype=np.float64), min_pi, 1.0)
+    beta = np.broadcast_to(np.asarray(beta, dtype=np.float64), pi.shape)
+    flat_pi, flat_beta = pi.ravel(), beta.ravel()
+    member, non = np.empty(flat_pi.size), np.empty(flat_pi.size)
+    for start in range(0, flat_pi.size, CHUNK):
+        s = slice(start, start + CHUNK)
+        member[s], non[s] = _marginal(defence, flat_pi[s], flat_beta[s], n, miss)
+    shape = pi.shape
+    return (np.clip(member, EPS, 1 - EPS).reshape(shape), np.clip(non, EPS, 1 - EPS).reshape(shape))
+
+
+def _marginal(
+    defence: Defence, pi: np.ndarray, beta: np.ndarray, n: int, miss: float
+) -> tuple[np.ndarray, np.ndarray]:
+    if pi.size == 0:
+        return pi.copy(), pi.copy()
+    kmax = min(n, int(binom.ppf(1 - 1e-9, n, float(pi.max()))) + 2)
+    k = np.arange(kmax + 1, dtype=np.float64)
+    non = binom.pmf(k, n, pi[:, None])
+    others = binom.pmf(k, n - 1, pi[:, None])
+    with_victim = np.concatenate([np.zeros((pi.size, 1)), others[:, :-1]], axis=1)
+    member = (1.0 - miss) * with_victim + miss * others
+    for pmf in (non, member):  # the mass beyond kmax behaves like kmax
+        pmf[:, -1] += np.clip(1.0 - pmf.sum(axis=1), 0.0, None)
+    p_one = defence.p_observe_one(k[None, :], beta[:, None])
+    return np.sum(member * p_one, axis=1), np.sum(non * p_one, axis=1)
+
+
 def lrt_scores(answers: np.ndarray, p_member: np.ndarray, p_nonmember: np.ndarray) -> np.ndarray:
     """Cumulative log-likelihood ratios, victims x queries: column k is the score after k+1 answers.
 
-    ``answers``: 1 yes, 0 no, NaN (or any other value) not answered (contributes nothing).
+    ``answers``: 1 yes, 0 no, NaN (or any other value) not answered (contributes nothing). The
+    probabilities broadcast against ``answers`` (victims x queries against runs x victims x queries).
     """
     a = np.asarray(answers, dtype=np.float64)
     yes = np.log(p_member) - np.log(p_nonmember)
     no = np.log1p(-p_member) - np.log1p(-p_nonmember)
     step = np.where(a == 1, yes, np.where(a == 0, no, 0.0))
-    return np.cumsum(step, axis=1)
+    return np.cumsum(step, axis=-1)
 
 
-def exact_answers(
-    cohort_values: np.ndarray, plan: QueryPlan, cohort_rows: np.ndarray, threshold: int
-) -> np.ndarray:
-    """An unprotected beacon's answers (``alpha >= threshold``), victims x queries.
+def cohort_counts(cohort_values: np.ndarray, plan: QueryPlan, cohort_rows: np.ndarray) -> np.ndarray:
+    """``alpha`` of every planned query: patients with a (non-missing) value in range, victims x queries.
 
     ``cohort_values``: probes x patients of the cohort; ``cohort_rows``: for each prior position, the
     cohort row (-1: the cohort lacks the probe, alpha = 0).
     """
     rows = np.asarray(cohort_rows, dtype=np.int64)[plan.probes]
     safe = np.where(rows >= 0, rows, 0)
-    values = cohort_values[safe]  # victims x queries x patients
-    alpha = np.sum((values >= plan.lo[..., None]) & (values <= plan.hi[..., None]), axis=-1)
-    alpha = np.where(rows >= 0, alpha, 0)
-    return (alpha >= threshold).astype(np.float64)
+    alpha = np.empty(rows.shape, dtype=np.int32)
+    for v in range(rows.shape[0]):  # one victim at a time keeps memory at queries x patients
+        values = cohort_values[safe[v]]
+        inside = (values >= plan.lo[v, :, None]) & (values <= plan.hi[v, :, None])
+        alpha[v] = np.where(rows[v] >= 0, inside.sum(axis=-1), 0)
+    return alpha
+
+
+def exact_answers(
+    cohort_values: np.ndarray, plan: QueryPlan, cohort_rows: np.ndarray, threshold: int
+) -> np.ndarray:
+    """An unprotected beacon's answers (``alpha >= threshold``), victims x queries."""
+    return (cohort_counts(cohort_values, plan, cohort_rows) >= threshold).astype(np.float64)
