@@ -172,13 +172,14 @@ def audit(
 
 def _register_commands() -> None:
     """Attach the command groups that live beside the code they drive."""
+    from mbeacon.attack.cli import attack
     from mbeacon.beacon.cli import COMMANDS as SERVICE_COMMANDS
     from mbeacon.experiments.cli import experiment
     from mbeacon.store.cli import datasets, demo_data, ingest
     from mbeacon.store.prior_cli import prior
     from mbeacon.store.simulate_cli import simulate
 
-    for command in (*SERVICE_COMMANDS, ingest, datasets, prior, simulate, demo_data, experiment):
+    for command in (*SERVICE_COMMANDS, ingest, datasets, prior, simulate, demo_data, experiment, attack):
         main.add_command(command)
 
 
