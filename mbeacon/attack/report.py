@@ -222,12 +222,20 @@ def verdict(frame: pd.DataFrame, target: float = TARGET_AUC) -> str:
                 )
     else:
         lines.append(f"- No SVT² setting in this grid kept the AUC at or under {target}.")
+    if svt and "prior-only" in picks.index:
+        prior_random = picks.loc["prior-only", "utility_random"]
+        row = picks.loc[max(svt, key=lambda n: picks.loc[n, "utility_discovery"])]
+        lines.append(
+            f"- On random queries the prior alone is right {prior_random:.0%} of the time; SVT² at that "
+            f"setting {row['utility_random']:.0%}: its query noise (scale 2c/eps2) sends some queries the "
+            "prior had right over the threshold, which both flips a right answer and spends a positive."
+        )
     lines.append(
         "- **Where SVT² is not worth it**: every discovery costs one of the c positives, so a researcher "
         "who needs more discoveries than c gets prior answers for the rest (discovery utility is capped "
-        "near c / queries), and the query noise grows with c. When the prior is right (random queries) "
-        "SVT² answers almost for free; when most questions are discoveries, a larger per-user epsilon "
-        "or noisy counts buy more utility for the same AUC."
+        "near c / queries), and the query noise grows with c. SVT² pays off where most questions agree "
+        "with the prior and a few discoveries matter; where most questions are discoveries, noisy counts "
+        "buy more discovery utility at equal AUC, at the price of coin-flip answers on everything else."
     )
     return "\n".join(lines)
 
