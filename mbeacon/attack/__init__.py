@@ -1,31 +1,36 @@
-"""The membership-inference attack, the defences it is measured against, and its metrics."""
+"""The membership-inference attack, the defences it is measured against, and its metrics.
 
-from mbeacon.attack.defences import DEFENCES, Defence
-from mbeacon.attack.lrt import (
-    cohort_counts,
-    exact_answers,
-    lrt_scores,
-    miss_probability,
-    observation_probabilities,
-    yes_probabilities,
-)
-from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
-from mbeacon.attack.planning import STRATEGIES, QueryPlan, plan_queries, pooled_probability
+Names load on first use (PEP 562): the ``mbeacon`` command imports this package to register its
+subcommands, and scipy's import alone would add seconds to every ``mbeacon --help``.
+"""
 
-__all__ = [
-    "DEFENCES",
-    "STRATEGIES",
-    "Defence",
-    "QueryPlan",
-    "auc",
-    "cohort_counts",
-    "exact_answers",
-    "lrt_scores",
-    "miss_probability",
-    "observation_probabilities",
-    "plan_queries",
-    "pooled_probability",
-    "roc_curve",
-    "tpr_at_fpr",
-    "yes_probabilities",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "DEFENCES": "defences",
+    "Defence": "defences",
+    "cohort_counts": "lrt",
+    "exact_answers": "lrt",
+    "lrt_scores": "lrt",
+    "miss_probability": "lrt",
+    "observation_probabilities": "lrt",
+    "yes_probabilities": "lrt",
+    "auc": "metrics",
+    "roc_curve": "metrics",
+    "tpr_at_fpr": "metrics",
+    "STRATEGIES": "planning",
+    "QueryPlan": "planning",
+    "plan_queries": "planning",
+    "pooled_probability": "planning",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mbeacon.lazy_group import LazyGroup
 
-@click.group()
+
+@click.group(cls=LazyGroup, lazy_subcommands={"live": "mbeacon.attack.live_cli:live"})
 def attack() -> None:
     """Measure how well a defence resists membership inference, and what it costs in utility."""
 
@@ -116,6 +118,5 @@ def evaluate(
                 f"{r['utility_discovery']:.3f}",
                 "-" if burn is None or burn != burn else f"{burn:.0f}",
             )
-        Console().print(table)
+        Console(width=max(Console().width, 120)).print(table)
     err.print(f"{settings} settings in {elapsed:.0f} s; report: {report}")
-

@@ -18,6 +18,10 @@ from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
 from mbeacon.attack.scenario import Scenario, Workload
 
 ROC_POINTS = 101
+#: Researcher accounts per workload: utility is cheap to measure but varies a lot from one account to
+#: the next (one SVT² threshold draw decides a whole account's answers), so it gets many more runs
+#: than the attack's repetitions.
+UTILITY_RUNS = 200
 
 
 def released_answers(defence: Defence, observations: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -77,6 +81,7 @@ def evaluate_setting(
     rng = np.random.default_rng(seed)  # noise-ok: evaluation, seeded for reproducibility
     defence = defence.with_cap(scenario.queries)
     reps = repetitions if defence.randomised else 1
+    utility_runs = UTILITY_RUNS if defence.randomised else 1
     beta = scenario.beta
     p_member, p_non = observation_probabilities(defence, scenario.plan.pi, beta, scenario.n, scenario.miss)
     streams = np.broadcast_to(scenario.alpha, (reps, *scenario.alpha.shape)).reshape(-1, scenario.queries)
@@ -89,8 +94,8 @@ def evaluate_setting(
         **{k: v for k, v in asdict(defence).items() if k != "name"},
         "defence": defence.name,
         "label": defence.label,
-        "utility_random": utility(defence, scenario.random, reps, rng),
-        "utility_discovery": utility(defence, scenario.discovery, reps, rng),
+        "utility_random": utility(defence, scenario.random, utility_runs, rng),
+        "utility_discovery": utility(defence, scenario.discovery, utility_runs, rng),
         "repetitions": reps,
     }
     if defence.name == "flip":

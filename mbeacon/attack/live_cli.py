@@ -1,0 +1,281 @@
+"""``mbeacon attack live``: the membership-inference attack as a real HTTP client of a running beacon.
+
+The logic is in :mod:`mbeacon.attack.live`; this module reads the files, draws the progress bar (on
+stderr) and prints the summary: a table on stdout, or with ``--json`` the metrics as JSON on stdout
+(the table then goes to stderr). See docs/attack-live.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mbeacon.attack.live import (
+    BeaconClient,
+    DatasetParams,
+    LiveAttackError,
+    LiveResult,
+    LiveSettings,
+    read_profiles,
+    run_live_attack,
+    stack_profiles,
+    write_outputs,
+)
+from mbeacon.attack.planning import STRATEGIES
+from mbeacon.store.priors import Prior
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _load_prior(prior: tuple[Path, str] | None, table: Path | None) -> Prior | None:
+    """The public prior from a store (``--prior STORE NAME``) or a reference table (``--prior-table``)."""
+    from mbeacon.store.errors import DataError
+    from mbeacon.store.priors import load_prior, prior_from_table_file
+
+    if prior is not None and table is not None:
+        raise click.UsageError("give --prior or --prior-table, not both")
+    try:
+        if prior is not None:
+            return load_prior(prior[0], prior[1])
+        if table is not None:
+            return prior_from_table_file(table, name="reference")
+    except (DataError, OSError, KeyError, ValueError) as error:
+        raise click.BadParameter(str(error), param_hint="--prior/--prior-table") from None
+    return None
+
+
+def _pool(path: Path | None, probe_ids: np.ndarray) -> np.ndarray | None:
+    """``--pool``: people x the victims' probes."""
+    if path is None:
+        return None
+    return read_profiles(path).reindex(probe_ids).T.to_numpy(dtype=np.float64)
+
+
+def _table(result: LiveResult) -> Table:
+    """The short summary: one row per query count (with non-members), else the top-scoring victims."""
+    rows = result.by_queries()
+    if rows:
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("queries", justify="right")
+        table.add_column("AUC", justify="right")
+        table.add_column("TPR at 1% FPR", justify="right")
+        for row in rows:
+            table.add_row(str(row["queries"]), f"{row['auc']:.3f}", f"{row['tpr_at_1pct_fpr']:.3f}")
+        return table
+    scores = result.score_table().sort_values("score", ascending=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="highest scores (no non-members given)")
+    for name in ("sample", "score", "answered", "positive"):
+        table.add_column(name, justify="left" if name == "sample" else "right")
+    for _, row in scores.head(10).iterrows():
+        table.add_row(str(row["sample"]), f"{row['score']:.2f}", str(row["answered"]), str(row["positive"]))
+    return table
+
+
+def _answers_line(result: LiveResult) -> str:
+    counts = result.answers.counts()
+    refused = counts["refused"] + counts["exhausted"]
+    unasked = int(((result.answers.sources == "unasked") & result.askable).sum())
+    return (
+        f"answers: {counts['data']} from the data, {counts['prior']} from the prior, {refused} refused, "
+        f"{unasked} not asked; {result.requests} requests in {result.seconds:.1f} s"
+    )
+
+
+@click.command()
+@click.option(
+    "--url",
+    required=True,
+    envvar="MBEACON_URL",
+    show_envvar=True,
+    help="The beacon: http://HOST:PORT or its /api root (as `mbeacon demo` prints it).",
+)
+@click.option(
+    "--key",
+    required=True,
+    envvar="MBEACON_KEY",
+    show_envvar=True,
+    help="A researcher's API key (the variable keeps it out of shell history).",
+)
+@click.option(
+    "--victims",
+    "victims_path",
+    required=True,
+    type=_FILE,
+    help="Probes x samples CSV of the victims' profiles (probe ids in the first column).",
+)
+@click.option(
+    "--nonmembers",
+    "nonmembers_path",
+    type=_FILE,
+    help="Same format: people known not to be in the cohort; gives AUC, TPR and the ROC.",
+)
+@click.option("--dataset", default=None, help="Dataset id [default: the one dataset the key sees].")
+@click.option(
+    "--queries", type=click.IntRange(min=1), default=100, show_default=True, help="Queries per profile."
+)
+@click.option(
+    "--noise-sd",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.02,
+    show_default=True,
+    help="sd of the attacker's measurement noise (sets the width of each range).",
+)
+@click.option(
+    "--z",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Half-width of each range in noise sds.",
+)
+@click.option(
+    "--missing",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.005,
+    show_default=True,
+    help="The attacker's guess of the share of missing values in the cohort.",
+)
+@click.option(
+    "--prior",
+    "prior_ref",
+    type=(click.Path(exists=True, file_okay=False, path_type=Path), str),
+    default=None,
+    metavar="STORE NAME",
+    help="The public prior, from a store [default: a stand-in from the profiles].",
+)
+@click.option(
+    "--prior-table",
+    type=_FILE,
+    default=None,
+    help="The public prior from a probes x samples reference table instead.",
+)
+@click.option(
+    "--pool",
+    "pool_path",
+    type=_FILE,
+    default=None,
+    help="Profiles of other people of the cohort's population, only to judge how rare a range is "
+    "[default: the victims and non-members, each left out of its own estimate].",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="pooled",
+    show_default=True,
+    help="How the rarest ranges are found (see mbeacon/attack/planning.py).",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the order profiles are asked in."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds per HTTP request.",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Retries of a request after a 5xx or a connection error.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/attack-live"),
+    show_default=True,
+    help="Directory for scores.csv, metrics.json and roc.png.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON on stdout.")
+def live(
+    url: str,
+    key: str,
+    victims_path: Path,
+    nonmembers_path: Path | None,
+    dataset: str | None,
+    queries: int,
+    noise_sd: float,
+    z: float,
+    missing: float,
+    prior_ref: tuple[Path, str] | None,
+    prior_table: Path | None,
+    pool_path: Path | None,
+    strategy: str,
+    seed: int,
+    timeout: float,
+    retries: int,
+    out_dir: Path,
+    as_json: bool,
+) -> None:
+    """Run the likelihood-ratio membership attack against a running beacon, over HTTP.
+
+    Reads the dataset's public parameters, asks each profile's most telling range queries in batch
+    POSTs, scores every profile and, with --nonmembers, reports AUC and TPR at 1% FPR by number of
+    queries. Against an SVT² dataset one key has one budget: once it is spent the remaining queries
+    go unanswered (counted as refused or not asked).
+    """
+    console = Console(stderr=as_json)
+    errors = Console(stderr=True)
+    prior = _load_prior(prior_ref, prior_table)
+    if strategy == "prior" and prior is None:
+        raise click.UsageError("--strategy prior needs the public prior (--prior or --prior-table)")
+    try:
+        victims = read_profiles(victims_path)
+        nonmembers = read_profiles(nonmembers_path) if nonmembers_path is not None else None
+        profiles = stack_profiles(victims, nonmembers)
+        pool = _pool(pool_path, profiles.probe_ids)
+    except LiveAttackError as error:
+        raise click.BadParameter(str(error)) from None
+    settings = LiveSettings(queries, noise_sd, z, missing, strategy, seed, dataset)
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("queries"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=errors, transient=True) as progress:
+        task = progress.add_task("reading the dataset's parameters", total=None)
+        asking = ["asking"]
+
+        def start(params: DatasetParams, total: int) -> None:
+            asking[0] = f"asking {params.id} ({params.mechanism})"
+            progress.update(task, total=total, description=asking[0])
+
+        def advance(done: int) -> None:
+            progress.update(task, advance=done, description=asking[0])
+
+        def wait(seconds: float, reason: str) -> None:
+            progress.update(task, description=f"{reason}: waiting {seconds:.0f} s")
+
+        try:
+            with BeaconClient(url, key, timeout=timeout, retries=retries, on_wait=wait) as client:
+                result = run_live_attack(
+                    client, profiles, settings, prior=prior, pool=pool, on_start=start, on_progress=advance
+                )
+        except LiveAttackError as error:
+            raise click.ClickException(str(error)) from None
+    paths = write_outputs(result, out_dir)
+    params = result.params
+    console.print(
+        f"[bold]{params.id}[/bold] at {result.url}: {result.defence.label}, N = {params.patients}; "
+        f"{int(result.profiles.labels.sum())} victims, {int((~result.profiles.labels).sum())} non-members, "
+        f"{result.queries} queries each",
+        soft_wrap=True,
+    )
+    console.print(_table(result))
+    console.print(_answers_line(result), soft_wrap=True)
+    for warning in result.warnings:
+        errors.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+    console.print("wrote " + ", ".join(f"[bold]{p}[/bold]" for p in paths.values()), soft_wrap=True)
+    if as_json:
+        click.echo(json.dumps(result.summary(), indent=2))
