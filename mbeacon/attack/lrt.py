@@ -86,14 +86,17 @@ def _marginal(
         return pi.copy(), pi.copy()
     kmax = min(n, int(binom.ppf(1 - 1e-9, n, float(pi.max()))) + 2)
     k = np.arange(kmax + 1, dtype=np.float64)
-    non = binom.pmf(k, n, pi[:, None])
-    others = binom.pmf(k, n - 1, pi[:, None])
-    with_victim = np.concatenate([np.zeros((pi.size, 1)), others[:, :-1]], axis=1)
+    # The count's pmfs depend on pi alone, which takes few distinct values (the pooled estimate is a
+    # count over the pool): compute them once per value.
+    distinct, which = np.unique(pi, return_inverse=True)
+    non = binom.pmf(k, n, distinct[:, None])
+    others = binom.pmf(k, n - 1, distinct[:, None])
+    with_victim = np.concatenate([np.zeros((distinct.size, 1)), others[:, :-1]], axis=1)
     member = (1.0 - miss) * with_victim + miss * others
     for pmf in (non, member):  # the mass beyond kmax behaves like kmax
         pmf[:, -1] += np.clip(1.0 - pmf.sum(axis=1), 0.0, None)
     p_one = defence.p_observe_one(k[None, :], beta[:, None])
-    return np.sum(member * p_one, axis=1), np.sum(non * p_one, axis=1)
+    return np.einsum("ij,ij->i", member[which], p_one), np.einsum("ij,ij->i", non[which], p_one)
 
 
 def lrt_scores(answers: np.ndarray, p_member: np.ndarray, p_nonmember: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mbeacon.beacon.config import TIERS, ConfigError, ServiceConfig, load_config
+from mbeacon.lazy_group import LazyGroup
 
 config_option = click.option(
     "--config",
@@ -253,7 +254,7 @@ def users_list(config_path: Path | None, as_json: bool) -> None:
 # --- budget --------------------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy_subcommands={"advise": "mbeacon.attack.advisor_cli:advise"})
 def budget() -> None:
     """Show, set and reset privacy budgets (every change is written to the audit log)."""
 

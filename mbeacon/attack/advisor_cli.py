@@ -1,0 +1,262 @@
+"""``mbeacon budget advise``: recommend a dataset's SVT² parameters from its public size and prior.
+
+Registered in the ``budget`` group (:mod:`mbeacon.beacon.cli`). The work is in
+:mod:`mbeacon.attack.advisor`; this module parses options, shows progress on stderr, prints the
+ranked table and the ready-to-paste TOML, and writes ``frontier.png`` and ``advice.json``. Exit status:
+0 with a recommendation, 1 when no setting of the grid meets the target, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+#: Rows of the SVT² table printed (every setting is in advice.json).
+TABLE_ROWS = 15
+
+
+def _service_config(config_path: Path | None) -> Any:
+    """The service configuration (``--config``, else ``$MBEACON_CONFIG``), or None when there is none."""
+    from mbeacon.beacon.config import ConfigError, load_config
+
+    path = config_path or os.environ.get("MBEACON_CONFIG")
+    if not path:
+        return None
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _table(title: str, rows: list, target: float) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("#", "defence", "epsilon", "c", "T", "AUC@Q", "worst AUC ± sd", "at", "risk", "discovery",
+                 "random", "burn/1k"):  # fmt: skip
+        table.add_column(name, justify="left" if name == "defence" else "right", no_wrap=True)
+    for i, c in enumerate(rows, 1):
+        colour = "green" if c.meets_target else "red"
+        table.add_row(
+            str(i),
+            c.variant or c.defence,
+            "-" if c.epsilon is None else f"{c.epsilon:g}",
+            "-" if c.c is None else str(c.c),
+            str(c.threshold),
+            _number(c.auc),
+            f"{c.worst_auc:.3f} ± {c.worst_auc_sd:.3f}",
+            str(c.worst_queries),
+            f"[{colour}]{c.risk:.3f}[/]",
+            _number(c.utility_discovery),
+            _number(c.utility_random),
+            _number(c.burn_per_1000, 0),
+        )
+    return table
+
+
+def _run(store: Path, dataset: str, prior: str | None, service_config: Any, config, workers: int | None):
+    from mbeacon.attack.advisor import advise
+
+    err = Console(stderr=True)
+    columns = (
+        TextColumn("[bold]advise[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("reading the public inputs", total=None)
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            progress.update(task, description=stage, completed=done, total=total)
+
+        return advise(
+            store,
+            dataset,
+            prior=prior,
+            service_config=service_config,
+            config=config,
+            workers=workers,
+            on_progress=on_progress,
+        )
+
+
+@click.command("advise")
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Store directory. [default: the store of --config]",
+)
+@click.option("--dataset", "dataset", required=True, help="The dataset to advise on (its id in the store).")
+@click.option(
+    "--prior",
+    default=None,
+    help="Prior the beacon uses for this dataset. [default: the dataset's configured prior "
+    "(--config: its prior, else default_prior), else the only prior in the store]",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Service configuration, for the store and the dataset's prior. [default: $MBEACON_CONFIG]",
+)
+@click.option(
+    "--target-auc",
+    type=click.FloatRange(0.5, 1.0, min_open=True),
+    default=0.6,
+    show_default=True,
+    help="The attack AUC (plus its sd) the setting must stay under.",
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Queries an attacker asks per victim (the attack is scored at every count up to this).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for frontier.png and advice.json. [default: results/advice/DATASET]",
+)
+@click.option(
+    "--probes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Probes of the synthetic cohort (more: a stronger attacker, slower). "
+    "[default: 20,000; 5,000 with --quick; at most those the prior and dataset share]",
+)
+@click.option(
+    "--dmp-fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Share of probes where the synthetic disease differs from the prior (a sensitivity check: "
+    "the real cohort's DMPs are unknown). [default: 0.02, as the simulation]",
+)
+@click.option(
+    "--seed", type=int, default=1, show_default=True, help="Seed of the synthetic cohort and noise."
+)
+@click.option(
+    "--quick", is_flag=True, help="Fewer probes, victims, repetitions and settings (about a minute)."
+)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. [default: the CPUs]")
+@click.option("--json", "as_json", is_flag=True, help="Print the advice as JSON on stdout.")
+def advise(
+    store: Path | None,
+    dataset: str,
+    prior: str | None,
+    config_path: Path | None,
+    target_auc: float,
+    queries: int,
+    out_dir: Path | None,
+    probes: int | None,
+    dmp_fraction: float | None,
+    seed: int,
+    quick: bool,
+    workers: int | None,
+    as_json: bool,
+) -> None:
+    """Recommend epsilon, c, T and the SVT² variant for a dataset, from public inputs only.
+
+    Simulates the membership-inference attack on a synthetic cohort of the dataset's size N drawn
+    from its prior (both public; the cohort's beta values are never opened), over a grid of SVT²
+    settings, and recommends the one with the highest discovery utility whose attack AUC plus its sd
+    stays under --target-auc at up to --queries queries per victim. Prints the ranked settings and a
+    [datasets.ID] table for the service configuration; writes frontier.png. See docs/advisor.md.
+    """
+    from mbeacon.attack.advisor import AdvisorConfig, plot_frontier
+    from mbeacon.store.errors import DataError
+
+    service_config = _service_config(config_path)
+    if store is None:
+        if service_config is None:
+            raise click.UsageError("give --store STORE (or --config FILE, whose store is used)")
+        store = Path(service_config.store)
+    base = AdvisorConfig.quick if quick else AdvisorConfig
+    chosen = {"probes": probes, "dmp_fraction": dmp_fraction}
+    config = base(
+        target_auc=target_auc,
+        queries=queries,
+        seed=seed,
+        **{k: v for k, v in chosen.items() if v is not None},
+    )
+    try:
+        advice = _run(store, dataset, prior, service_config, config, workers)
+    except DataError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    out_dir = out_dir or Path("results") / "advice" / dataset
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot_frontier(advice, out_dir / "frontier.png")
+    payload = advice.as_json()
+    payload["frontier"] = str(png)
+    (out_dir / "advice.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console = Console(stderr=as_json, width=max(console.width, 120))
+    good = [c for c in advice.settings if c.meets_target]
+    shown = advice.settings[:TABLE_ROWS]
+    console.print(
+        f"[bold]{dataset}[/]: N = {advice.patients}, prior {advice.prior} v{advice.prior_version} "
+        f"({advice.prior_origin}); synthetic cohort of {advice.probes:,} probes, "
+        f"{advice.victims} + {advice.victims} victims, {config.repetitions} repetitions, "
+        f"{advice.discovery_queries} discovery + {advice.random_queries} random queries; "
+        f"{advice.seconds:.0f} s"
+    )
+    title = (
+        f"SVT² settings, best first ({len(good)} of {len(advice.settings)} meet risk = worst AUC "
+        f"+ {config.margin_sd:g} sd <= {target_auc:g} at up to {queries} queries)"
+    )
+    console.print(_table(title, shown, target_auc))
+    if len(advice.settings) > len(shown):
+        console.print(f"  ... {len(advice.settings) - len(shown)} more in {out_dir / 'advice.json'}")
+    console.print(_table("For comparison (not SVT²)", advice.comparisons, target_auc))
+    for warning in advice.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    rec = advice.recommendation
+    if rec is not None:
+        console.print(
+            f"[bold green]Recommendation:[/] {rec.label}: attack AUC {rec.worst_auc:.3f} ± "
+            f"{rec.worst_auc_sd:.3f} (target {target_auc:g}), discovery utility "
+            f"{_number(rec.utility_discovery)}, random-query utility {_number(rec.utility_random)}. "
+            "Paste into the service configuration:"
+        )
+        console.print(advice.toml(), markup=False, highlight=False, soft_wrap=True)
+    else:
+        closest = advice.closest
+        console.print(
+            f"[bold red]No setting of the grid keeps the attack under AUC {target_auc:g}[/] at "
+            f"{queries} queries per victim"
+            + (f"; the closest is {closest.label} (risk {closest.risk:.3f})" if closest else "")
+            + ". Lower --queries (cap the queries per user), raise the target, or try a smaller epsilon."
+        )
+    console.print(f"Wrote {png} and {out_dir / 'advice.json'}.")
+    if as_json:
+        click.echo(json.dumps(payload, indent=2))
+    if rec is None:
+        sys.exit(1)
