@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks.common import Result, machine_info, print_table
 
-GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service"]
+GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack"]
 
 
 def run_group(group: str, quick: bool) -> list[Result]:

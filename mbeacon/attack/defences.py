@@ -178,8 +178,10 @@ class Defence:
         sf = _difference_sf(p.query_scale, p.threshold_scale)
         # TOP iff max + y >= T + z1 and min + y' < T + z2, i.e. W >= T - max and W' < T - min
         # with W = y - z1, W' = y' - z2 independent and identically distributed on the integers.
-        high, low = np.maximum(alpha, beta), np.minimum(alpha, beta)
-        return sf(np.ceil(t - high - 1e-9)) * (1.0 - sf(np.ceil(t - low - 1e-9)))
+        # sf is non-increasing, so sf(T - max(a, b)) = max(sf(T - a), sf(T - b)) (and min for the
+        # other side): two small lookups, for the counts and for the betas, then one broadcast.
+        from_alpha, from_beta = sf(np.ceil(t - alpha - 1e-9)), sf(np.ceil(t - beta - 1e-9))
+        return np.maximum(from_alpha, from_beta) * (1.0 - np.minimum(from_alpha, from_beta))
 
 
 @lru_cache(maxsize=64)

@@ -14,6 +14,7 @@ same queries about exactly the same people ("on the same footing"):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -49,8 +50,9 @@ class Scenario:
     discovery: Workload
     description: str = ""
 
-    @property
+    @cached_property
     def beta(self) -> np.ndarray:
+        """The public prior's expected count of every planned query (what SVT² compares with)."""
         return self.n * self.plan.prior_pi
 
     @property
