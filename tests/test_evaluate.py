@@ -156,3 +156,26 @@ def test_headline_results_on_the_default_simulation() -> None:
     assert result["none", 100]["auc"] >= 0.9
     svt = result["svt2-single", 1000]
     assert svt["auc"] <= 0.6 and svt["utility_discovery"] >= 0.4
+
+
+def test_an_ingested_cohort_with_a_held_out_set(tmp_path) -> None:
+    """``[data]``: the demo dataset from the store, its re-measured members and held-out non-members."""
+    from mbeacon.store.demo import ensure_demo
+    from mbeacon.store.simulate import FILES
+
+    demo = ensure_demo(tmp_path / "demo")
+    path = tmp_path / "eval.toml"
+    path.write_text(
+        f"queries = [10, 100]\n[grid]\ndefences = ['none', 'prior-only']\n[data]\nstore = '{demo.store}'\n"
+        f"dataset = '{demo.dataset}'\nprior = '{demo.prior}'\n"
+        f"members = '{demo.simulation / FILES['members_remeasured']}'\n"
+        f"nonmembers = '{demo.simulation / FILES['nonmembers_remeasured']}'\n"
+    )
+    config = load_config(path)
+    scenario = build(config)
+    assert scenario.n == 60 and scenario.labels.sum() == 60 and "held-out" in scenario.description
+    rows = {(r["defence"], r["queries"]): r for r in run_grid(config, scenario, workers=1)}
+    assert rows["none", 100]["auc"] >= 0.9 and rows["prior-only", 100]["auc"] == 0.5
+    path.write_text(path.read_text().replace(demo.dataset, "no-such-dataset"))
+    with pytest.raises(ConfigError, match="data: .*no-such-dataset"):
+        build(load_config(path))

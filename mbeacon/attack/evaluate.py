@@ -17,12 +17,13 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mbeacon.attack.defences import DEFENCES, Defence
 from mbeacon.attack.planning import STRATEGIES
 from mbeacon.attack.run import evaluate_setting
-from mbeacon.attack.scenario import Scenario, scenario_from_simulation
+from mbeacon.attack.scenario import Scenario, build_scenario, scenario_from_simulation
 from mbeacon.store.simulate import SimulationConfig, simulate_arrays
 
 #: Keys of a result row in ``--json`` output (the ROC points stay in the Parquet file).
@@ -90,8 +91,27 @@ class GridConfig(BaseModel):
         return out
 
 
+class CohortData(BaseModel):
+    """An ingested cohort with a held-out set, instead of a simulation (``[data]`` in the TOML file).
+
+    ``members``: profiles of people in the cohort as the attacker measured them (probes x samples,
+    CSV/TSV, probe ids first: e.g. ``mbeacon simulate``'s ``members_remeasured.csv.gz``);
+    ``nonmembers``: people of the same population kept out of the cohort, same format.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    store: Path
+    dataset: str
+    prior: str
+    members: Path
+    nonmembers: Path
+    noise_sd: float = Field(0.02, ge=0)
+    missing: float = Field(0.0, ge=0, lt=1)
+
+
 class EvaluationConfig(BaseModel):
-    """An evaluation: the simulated cohort, the attack and the grid (a TOML file's contents)."""
+    """An evaluation: the cohort (simulated, or ``data``), the attack and the grid (a TOML file)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +122,7 @@ class EvaluationConfig(BaseModel):
     z: float = Field(2.0, gt=0)
     adaptive_bound: float | None = Field(None, gt=0)
     simulation: dict[str, Any] = Field(default_factory=dict)
+    data: CohortData | None = None
     grid: GridConfig = Field(default_factory=GridConfig)
 
     @field_validator("queries")
@@ -173,10 +194,49 @@ def load_config(path: Path | None = None, *, quick: bool = False) -> EvaluationC
 
 
 def build(config: EvaluationConfig) -> Scenario:
-    """Simulate the cohort and plan the attack (the part every setting shares)."""
+    """Simulate the cohort (or read ``data``) and plan the attack (the part every setting shares)."""
+    if config.data is not None:
+        return _scenario_from_store(config, config.data)
     simulation = simulate_arrays(config.simulation_config())
     return scenario_from_simulation(
         simulation, queries=max(config.queries), strategy=config.strategy, z=config.z, seed=config.seed
+    )
+
+
+def _scenario_from_store(config: EvaluationConfig, data: CohortData) -> Scenario:
+    from mbeacon.attack.live import LiveAttackError, read_profiles
+    from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.errors import DataError
+    from mbeacon.store.priors import load_prior
+
+    try:
+        cohort = CohortStore(data.store).open(data.dataset)
+        prior = load_prior(data.store, data.prior)
+        members, nonmembers = read_profiles(data.members), read_profiles(data.nonmembers)
+    except (DataError, LiveAttackError, OSError) as exc:
+        raise ConfigError(f"data: {exc}") from exc
+    ids = np.asarray(cohort.probe_ids).astype(str)
+    victims = np.vstack([members.reindex(ids).T.to_numpy(), nonmembers.reindex(ids).T.to_numpy()])
+    if not np.isfinite(victims).any(axis=1).all():
+        raise ConfigError("data: a profile shares no probe with the dataset (wrong probe ids?)")
+    labels = np.r_[np.ones(members.shape[1], bool), np.zeros(nonmembers.shape[1], bool)]
+    return build_scenario(
+        cohort.rows(np.arange(cohort.n_probes)),
+        ids,
+        victims,
+        labels,
+        prior,
+        queries=max(config.queries),
+        noise_sd=data.noise_sd,
+        missing=data.missing,
+        z=config.z,
+        strategy=config.strategy,
+        seed=config.seed,
+        description=(
+            f"dataset {data.dataset}: {cohort.n_patients} patients, {cohort.n_probes:,} probes; "
+            f"{members.shape[1]} members and {nonmembers.shape[1]} held-out non-members attacked; "
+            f"prior {data.prior}"
+        ),
     )
 
 
