@@ -177,5 +177,5 @@ def test_an_ingested_cohort_with_a_held_out_set(tmp_path) -> None:
     rows = {(r["defence"], r["queries"]): r for r in run_grid(config, scenario, workers=1)}
     assert rows["none", 100]["auc"] >= 0.9 and rows["prior-only", 100]["auc"] == 0.5
     path.write_text(path.read_text().replace(demo.dataset, "no-such-dataset"))
-    with pytest.raises(ConfigError, match="data: .*no-such-dataset"):
+    with pytest.raises(ConfigError, match=r"data: .*no-such-dataset"):
         build(load_config(path))
