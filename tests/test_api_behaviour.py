@@ -395,6 +395,20 @@ def test_anonymous_shared_budget(make_app, fresh) -> None:
     ]
 
 
+def test_get_options_are_checked_by_name_and_a_repeated_name_counts_once(app, fresh) -> None:
+    from werkzeug.datastructures import MultiDict
+
+    key = app.config["MBEACON"].ledger.add_user("alice")
+    client = app.test_client()
+    params = {**fresh.take(1, DEMO)[0], "datasetIds": DEMO}
+    for name, value in (("requestedGranularity", "records"), ("includeResultsetResponses", "hit")):
+        bad = client.get("/api/methylation", query_string={**params, name: value}, headers=bearer(key))
+        assert bad.status_code == 400 and name in bad.get_json()["error"]["errorMessage"]
+    include = [("includeResultsetResponses", "ALL"), ("includeResultsetResponses", "NONE")]
+    repeated = MultiDict([*params.items(), *include])
+    assert len(result_sets(client.get("/api/methylation", query_string=repeated, headers=bearer(key)))) == 1
+
+
 def test_test_mode_answers_from_the_prior_for_free(app, fresh) -> None:
     key = app.config["MBEACON"].ledger.add_user("alice")
     client = app.test_client()

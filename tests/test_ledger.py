@@ -250,6 +250,42 @@ def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     assert ledger.accounts("user:bob") == []
 
 
+def test_rows_of_one_transaction_carry_one_time(ledger: Ledger) -> None:
+    with ledger.db.transaction() as tx:
+        account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        ledger.store_answers(tx, "user:alice", "demo", [("k", CachedAnswer(True, "prior", None))])
+        ledger.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo")])
+        ledger.save_account(tx, account, account.state, 1)
+    with ledger.db.transaction(write=False) as tx:
+        times = {
+            tx.execute(f"SELECT {column} FROM {table}").fetchone()[0]
+            for table, column in (("accounts", "created"), ("accounts", "updated"), ("answers", "created"),
+                                  ("audit_log", "time"))
+        }  # fmt: skip
+    assert len(times) == 1
+
+
+def test_account_parameters_parse_to_equal_shared_instances() -> None:
+    text = PARAMS.to_json()
+    assert AccountParams.from_json(text) == PARAMS
+    assert AccountParams.from_json(text) is AccountParams.from_json(text)  # frozen, so sharing is safe
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_opens_its_own_sqlite_connection(tmp_path: Path) -> None:
+    ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite3")
+    key = ledger.add_user("alice")
+    parent = ledger.db._connection()
+    pid = os.fork()
+    if pid == 0:  # the child: a connection opened before the fork must never be used here
+        ok = ledger.db._connection() is not parent and ledger.authenticate(key) is not None
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert ledger.db._connection() is parent and ledger.authenticate(key).name == "alice"
+    ledger.close()
+
+
 def test_a_failed_transaction_leaves_nothing(ledger: Ledger) -> None:
     with pytest.raises(ZeroDivisionError), ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)

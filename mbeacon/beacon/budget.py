@@ -13,6 +13,7 @@ the pair is paid once; with ``redraw`` a new pair is drawn after each positive e
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 
@@ -58,7 +59,9 @@ class AccountParams:
 
     @classmethod
     def from_json(cls, text: str) -> AccountParams:
-        return cls(**json.loads(text))
+        """Parsed once per distinct text: every request reads its account's parameters back, and
+        accounts share a handful of policies (the instances are frozen, so sharing them is safe)."""
+        return _params_from_json(text)
 
     def public(self) -> dict:
         """The parameters in the API's spelling (camelCase, as everywhere in the Beacon API)."""
@@ -107,6 +110,11 @@ class Account:
             "epsilonSpent": round(self.epsilon_spent(), 12),
             "epsilonTotal": self.params.epsilon,
         }
+
+
+@functools.lru_cache(maxsize=256)
+def _params_from_json(text: str) -> AccountParams:
+    return AccountParams(**json.loads(text))
 
 
 def unopened_budget(params: AccountParams) -> dict:

@@ -19,6 +19,7 @@ transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExh
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
 from mbeacon.beacon.query import MethylationQuery, QueryError
 from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
-from mbeacon.privacy.svt2 import svt2_resume
+from mbeacon.privacy.svt2 import SVT2State, svt2_resume, svt2_step
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import Prior, list_priors, load_prior
 
@@ -105,6 +106,15 @@ class _Work:
     probes: list[str | None]
     alpha: np.ndarray
     beta: np.ndarray
+    audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
+
+
+_audit_json = json.JSONEncoder(sort_keys=True).encode  # one encoder: json.dumps builds one a call
+
+
+def _audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str:
+    """The query as the audit log records it: as sent, with the probe it resolved to."""
+    return _audit_json({**q.describe(), "probe": probe, "granularity": granularity})
 
 
 def _query_key(version: str, probe: str | None, q: MethylationQuery, granularity: str) -> str:
@@ -122,13 +132,14 @@ class AnswerEngine:
         self._cohorts: dict[str, Cohort] = {}
         self._priors: dict[str, Prior] = {}
         self._ids: tuple[int, list[str]] | None = None
+        self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
 
     # --- datasets and priors -------------------------------------------------------------------
 
     def dataset_ids(self) -> list[str]:
         """The store's datasets, re-listed only when the datasets folder changes (one stat a request)."""
-        stamp = (self.store.root / "datasets").stat().st_mtime_ns
+        stamp = os.stat(self._datasets_dir).st_mtime_ns
         if self._ids is None or self._ids[0] != stamp:
             self._ids = (stamp, self.store.ids())
         return self._ids[1]
@@ -201,29 +212,45 @@ class AnswerEngine:
         policy = self.config.policy(dataset)
         qs = [queries[i] for i in indices]
         probes = [self._resolve(cohort, q) for q in qs]
+        ids = np.array([p or "" for p in probes])
         lo = np.array([q.lo for q in qs], dtype=np.float64)
         hi = np.array([q.hi for q in qs], dtype=np.float64)
-        ids = np.array([p or "" for p in probes])
-        rows = cohort.probe_index(ids) if len(ids) else np.zeros(0, dtype=np.int64)
-        alpha = np.zeros(len(qs), dtype=np.float64)
-        known = rows >= 0
-        if known.any() and read_data:
-            alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
+        alpha = self._alpha(cohort, ids, lo, hi) if read_data else np.zeros(len(qs))
         if policy.mechanism == "svt2" or not read_data:
-            uniform = np.clip(hi - lo, 0.0, 1.0)  # the public fallback: a uniform prior on [0, 1]
-            try:
-                probability = self.prior(dataset).probability(ids, lo, hi)
-            except RuntimeError:  # no prior configured: allowed only for an unprotected dataset
-                if policy.mechanism == "svt2":
-                    raise
-                probability = uniform
-            probability = np.where(np.isnan(probability), uniform, probability)  # probes it lacks
-            beta = cohort.n_patients * probability  # N public: never a per-probe non-missing count
+            # N public: never a per-probe count of non-missing values (see the module docstring)
+            beta = cohort.n_patients * self._probability(dataset, ids, lo, hi)
         else:
             beta = np.zeros(len(qs))
         version = cohort.info.checksum[:16]
         keys = [_query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
-        return _Work(dataset, policy, indices, keys, probes, alpha, beta)
+        texts = [_audit_text(q, p, granularity) for p, q in zip(probes, qs, strict=True)]
+        return _Work(dataset, policy, indices, keys, probes, alpha, beta, texts)
+
+    @staticmethod
+    def _alpha(cohort: Cohort, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Patients in range per query; 0 for probes the cohort lacks (one store call when it has all)."""
+        rows = cohort.probe_index(ids)
+        known = rows >= 0
+        if known.all():
+            return cohort.count_in_range(rows, lo, hi).astype(np.float64)
+        alpha = np.zeros(len(ids), dtype=np.float64)
+        if known.any():
+            alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
+        return alpha
+
+    def _probability(self, dataset: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """P_prior(range) per query; the public uniform prior on [0, 1] where the prior lacks the probe,
+        or for an unprotected dataset that has no prior configured."""
+        try:
+            probability = self.prior(dataset).probability(ids, lo, hi)
+        except RuntimeError:  # no prior configured: allowed only for an unprotected dataset
+            if self.config.policy(dataset).mechanism == "svt2":
+                raise
+            return np.clip(hi - lo, 0.0, 1.0)
+        missing = np.isnan(probability)
+        if missing.any():
+            probability = np.where(missing, np.clip(hi - lo, 0.0, 1.0), probability)
+        return probability
 
     def answer(
         self, principal: Principal, queries: list[MethylationQuery], granularity: str = "boolean"
@@ -256,7 +283,10 @@ class AnswerEngine:
                     if state_after is not account.state or queries_after != account.queries:
                         self.ledger.save_account(tx, account, state_after, queries_after)
                     self.ledger.store_answers(tx, holder, w.dataset, new_rows)
-                    audit.extend(self._audit_rows(principal, holder, w.dataset, queries, released, returned))
+                    audit += [
+                        AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
+                        for a, text in zip(released, w.audit_texts, strict=True)
+                    ]
                     answers.extend(released)
                     after = Account(
                         holder, w.dataset, account.params, state_after, queries_after, account.created
@@ -275,20 +305,6 @@ class AnswerEngine:
         return AnswerSet(
             answers, budgets, returned, spent, sum(a.answered_from == "refused" for a in answers)
         )
-
-    @staticmethod
-    def _audit_rows(
-        principal: Principal, holder: str, dataset: str, queries: list[MethylationQuery],
-        released: list[Answer], granularity: str,
-    ) -> list[AuditRow]:  # fmt: skip
-        rows = []
-        for a in released:
-            query = {**queries[a.query_index].describe(), "probe": a.probe, "granularity": granularity}
-            rows.append(
-                AuditRow("query", principal.name, holder, dataset, json.dumps(query, sort_keys=True),
-                         a.answered_from, a.cached)
-            )  # fmt: skip
-        return rows
 
     def answer_from_prior(self, principal: Principal, queries: list[MethylationQuery]) -> AnswerSet:
         """Test-mode answers: the public prior's answer to every query; no data read, no ledger, free."""
@@ -316,9 +332,7 @@ class AnswerEngine:
 
     def _release(
         self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str
-    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], object, int]:
-        params = account.params
-        t = params.threshold
+    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, int]:
         released: list[Answer | None] = [None] * len(w.keys)
         fresh: list[int] = []
         first_of: dict[str, int] = {}
@@ -335,41 +349,18 @@ class AnswerEngine:
         state, queries = account.state, account.queries
         new_rows: list[tuple[str, CachedAnswer]] = []
         if fresh:
-            idx = np.array(fresh)
-            alpha, beta = w.alpha[idx], w.beta[idx]
-            prior_yes = beta >= t
-            if params.mechanism == "svt2":
-                flags, state = svt2_resume(state, alpha, beta, params.svt2())
-            else:
-                flags = np.where((alpha >= t) != prior_yes, TOP, 0).astype(np.int8)
-            noisy = None
-            if granularity == "count" and params.count_epsilon > 0:
-                scale = params.c / params.count_epsilon
-                noisy = np.maximum(alpha + lattice_laplace(scale, 1.0, alpha.size, None), 0).astype(np.int64)
+            all_alpha, all_beta = w.alpha.tolist(), w.beta.tolist()  # plain floats: no numpy per answer
+            alpha, beta = [all_alpha[j] for j in fresh], [all_beta[j] for j in fresh]
+            flags, state = _flags(account, alpha, beta)
+            noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
             for n, j in enumerate(fresh):
-                flag = int(flags[n])
-                exhausted = False
-                if params.mechanism == "none":
-                    exists, source = bool(alpha[n] >= t), "data"
-                elif flag == UNANSWERED:
-                    exhausted = True
-                    if w.policy.on_exhausted == "prior":
-                        exists, source = bool(prior_yes[n]), "prior"
-                    else:
-                        exists, source = False, "refused"
-                elif flag == TOP:
-                    exists, source = not bool(prior_yes[n]), "data"
-                else:
-                    exists, source = bool(prior_yes[n]), "prior"
+                exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
                 count = None
                 if granularity == "count" and source != "refused":
-                    count = (
-                        int(noisy[n]) if (source == "data" and noisy is not None) else round(float(beta[n]))
-                    )
-                answer = Answer(
+                    count = noisy[n] if (source == "data" and noisy is not None) else round(beta[n])
+                released[j] = Answer(
                     w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
                 )
-                released[j] = answer
                 if source != "refused":
                     queries += 1
                     new_rows.append((w.keys[j], CachedAnswer(exists, source, count)))
@@ -405,3 +396,45 @@ class AnswerEngine:
 
 class _Rollback(Exception):
     """Raised inside the transaction to undo it (an exhausted account refused the request)."""
+
+
+def _flags(account: Account, alpha: list[float], beta: list[float]) -> tuple[list[int], SVT2State]:
+    """SVT²'s flag for each fresh query, run from the account's saved state, and the state to save.
+
+    One query takes :func:`svt2_step`, a stream :func:`svt2_resume`: the same distribution (the state
+    is all SVT² carries between queries), but a single query skips the vectorised noise's array set-up,
+    which costs more than the step itself. An unprotected dataset has no flags (its answers are raw).
+    """
+    params = account.params
+    if params.mechanism != "svt2":
+        return [0] * len(alpha), account.state
+    if len(alpha) == 1:
+        flag, state = svt2_step(account.state, alpha[0], beta[0], params.svt2())
+        return [flag], state
+    flags, state = svt2_resume(account.state, np.array(alpha), np.array(beta), params.svt2())
+    return flags.tolist(), state
+
+
+def _outcome(
+    params: AccountParams, policy: DatasetPolicy, flag: int, alpha: float, beta: float
+) -> tuple[bool, str, bool]:
+    """``(exists, answered_from, exhausted)`` of one fresh answer from its SVT² flag."""
+    prior_yes = beta >= params.threshold
+    if params.mechanism == "none":
+        return alpha >= params.threshold, "data", False
+    if flag == UNANSWERED:
+        if policy.on_exhausted == "prior":
+            return prior_yes, "prior", True
+        return False, "refused", True
+    if flag == TOP:
+        return not prior_yes, "data", False
+    return prior_yes, "prior", False
+
+
+def _noisy_counts(params: AccountParams, alpha: list[float]) -> list[int] | None:
+    """Noisy counts for ``data`` answers when the account pays for them, else None."""
+    if params.count_epsilon <= 0:
+        return None
+    scale = params.c / params.count_epsilon
+    noise = lattice_laplace(scale, 1.0, len(alpha), None)
+    return np.maximum(np.array(alpha) + noise, 0).astype(np.int64).tolist()

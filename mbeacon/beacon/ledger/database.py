@@ -1,8 +1,9 @@
 """Connections to the ledger database, SQLite or PostgreSQL, opened per process (after fork).
 
 Both backends expose the same small surface: ``transaction()`` yields a :class:`Tx` whose
-``execute``/``executemany`` take ``?`` placeholders, and ``lock_row_sql`` says how to lock a budget
-account row. Choices, and why:
+``execute``/``executemany`` take ``?`` placeholders, ``fetch_one`` runs one read-only statement,
+atomic on its own, without the two extra round trips of an explicit transaction (the key check of
+every request), and ``lock_suffix`` says how to lock a budget account row. Choices, and why:
 
 * **SQLite** (default, one host): WAL journal so readers never block the writer, ``BEGIN IMMEDIATE``
   so two workers cannot both read an account and then both write it. Writers queue on an advisory
@@ -47,6 +48,21 @@ class LedgerUnavailable(RuntimeError):
     """The ledger database could not be reached or refused the write; nothing was answered."""
 
 
+class _Process:
+    """This process's id, kept current across ``fork`` so that the per-process checks of every request
+    cost an attribute read and not a ``getpid`` system call."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.pid = os.getpid()
+
+
+_process = _Process()
+
+
 class Tx:
     """One open transaction; rows come back as tuples."""
 
@@ -54,6 +70,7 @@ class Tx:
         self._cursor = cursor
         self._placeholder = placeholder
         self.durable = False  # set when the transaction changes budget state (see module docstring)
+        self.stamp: str | None = None  # the time written into its rows, taken once (see ledger.stamp)
 
     def _sql(self, sql: str) -> str:
         return sql if self._placeholder == "?" else sql.replace("?", self._placeholder)
@@ -89,8 +106,12 @@ class Database:
         raise NotImplementedError
 
     def ping(self) -> None:
+        self.fetch_one("SELECT 1")
+
+    def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        """The first row of one read-only statement (atomic on its own: no explicit transaction)."""
         with self.transaction(write=False) as tx:
-            tx.execute("SELECT 1").fetchone()
+            return tx.execute(sql, params).fetchone()
 
 
 class SQLiteDatabase(Database):
@@ -104,57 +125,58 @@ class SQLiteDatabase(Database):
         self._local = threading.local()
 
     def _connection(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
+        """This thread's connection, opened on first use in this process (one ``getpid`` per fork)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.pid == _process.pid:
             return conn
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        _set_wal(conn)
-        conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_every_commit else 'NORMAL'}")
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA foreign_keys=ON")
-        self._local.conn, self._local.pid = conn, os.getpid()
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            _set_wal(conn)
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_every_commit else 'NORMAL'}")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as error:
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+        local.conn, local.pid = conn, _process.pid
         # flock locks belong to an open file: one descriptor per thread, so threads exclude each other
-        self._local.lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        local.lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         return conn
 
-    @contextmanager
-    def _writer_lock(self) -> Iterator[None]:
-        fcntl.flock(self._local.lock_fd, fcntl.LOCK_EX)
+    def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         try:
-            yield
-        finally:
-            fcntl.flock(self._local.lock_fd, fcntl.LOCK_UN)
+            return self._connection().execute(sql, tuple(params)).fetchone()
+        except sqlite3.Error as error:
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
-        if not write:
-            with self._transaction(write=False) as tx:
+        """One transaction; a writer first queues on the file lock, then ``BEGIN IMMEDIATE``."""
+        conn = self._connection()
+        lock_fd = self._local.lock_fd if write else None
+        if lock_fd is not None:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as error:
+                raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+            tx = Tx(conn.cursor(), "?")
+            try:
                 yield tx
-            return
-        try:
-            self._connection()
-        except sqlite3.Error as error:
-            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
-        with self._writer_lock(), self._transaction(write=True) as tx:
-            yield tx
+            except sqlite3.OperationalError as error:  # disk full, read-only file, lock timeout
+                _quietly(conn.execute, "ROLLBACK")
+                raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+            except BaseException:
+                _quietly(conn.execute, "ROLLBACK")
+                raise
+            self._commit(conn, tx)
+        finally:
+            if lock_fd is not None:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
-    @contextmanager
-    def _transaction(self, write: bool) -> Iterator[Tx]:
-        try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.Error as error:
-            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
-        cursor = conn.cursor()
-        tx = Tx(cursor, "?")
-        try:
-            yield tx
-        except sqlite3.OperationalError as error:  # disk full, read-only file, lock timeout
-            _quietly(conn.execute, "ROLLBACK")
-            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
-        except BaseException:
-            _quietly(conn.execute, "ROLLBACK")
-            raise
+    def _commit(self, conn: sqlite3.Connection, tx: Tx) -> None:
+        """COMMIT, and fsync the log first if the transaction changed budget state (module docstring)."""
         try:
             conn.execute("COMMIT")
             if tx.durable and not self.sync_every_commit:
@@ -174,7 +196,7 @@ class SQLiteDatabase(Database):
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
+        if conn is not None and self._local.pid == _process.pid:
             conn.close()
             os.close(self._local.lock_fd)
         self._local = threading.local()
@@ -192,10 +214,10 @@ class PostgresDatabase(Database):
         self._lock = threading.Lock()
 
     def _get_pool(self) -> Any:
-        if self._pool is not None and self._pid == os.getpid():
+        if self._pool is not None and self._pid == _process.pid:
             return self._pool
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():
+            if self._pool is None or self._pid != _process.pid:
                 from psycopg_pool import ConnectionPool
 
                 self._pool = ConnectionPool(
@@ -207,7 +229,7 @@ class PostgresDatabase(Database):
                     check=ConnectionPool.check_connection,
                     kwargs={"autocommit": False},
                 )
-                self._pid = os.getpid()
+                self._pid = _process.pid
         return self._pool
 
     @contextmanager
@@ -227,7 +249,7 @@ class PostgresDatabase(Database):
             raise
 
     def close(self) -> None:
-        if self._pool is not None and self._pid == os.getpid():
+        if self._pool is not None and self._pid == _process.pid:
             self._pool.close()
         self._pool = None
 

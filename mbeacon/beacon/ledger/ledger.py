@@ -26,6 +26,13 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def stamp(tx: Tx) -> str:
+    """The time of the transaction ``tx``: taken once, so every row it writes carries the same time."""
+    if tx.stamp is None:
+        tx.stamp = now()
+    return tx.stamp
+
+
 @dataclass(frozen=True)
 class User:
     name: str
@@ -167,9 +174,9 @@ class Ledger:
             keys.verify(key[:43], None, None)
             return None
         key_id, secret = parts
-        with self.db.transaction(write=False) as tx:
-            tx.execute(f"SELECT {_USER_COLUMNS}, key_salt, key_hash FROM users WHERE key_id = ?", (key_id,))
-            row = tx.fetchone()
+        row = self.db.fetch_one(
+            f"SELECT {_USER_COLUMNS}, key_salt, key_hash FROM users WHERE key_id = ?", (key_id,)
+        )
         if row is None:
             keys.verify(secret, None, None)
             return None
@@ -207,12 +214,12 @@ class Ledger:
 
     def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
         state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
-        stamp = now()
+        at = stamp(tx)
         tx.durable = True  # secret thresholds are drawn: they must survive anything once used
         tx.execute(
             "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created, updated)"
             " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
-            (principal, dataset, params.to_json(), state.z1, state.z2, stamp, stamp),
+            (principal, dataset, params.to_json(), state.z1, state.z2, at, at),
         )
         account = self._read_account(tx, principal, dataset, lock=True)
         assert account is not None
@@ -224,7 +231,7 @@ class Ledger:
         tx.execute(
             "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, queries = ?, updated = ?"
             " WHERE principal = ? AND dataset = ?",
-            (state.z1, state.z2, state.count, queries, now(), account.principal, account.dataset),
+            (state.z1, state.z2, state.count, queries, stamp(tx), account.principal, account.dataset),
         )
 
     def account(self, principal: str, dataset: str) -> Account | None:
@@ -301,20 +308,20 @@ class Ledger:
     def store_answers(
         self, tx: Tx, principal: str, dataset: str, answers: Iterable[tuple[str, CachedAnswer]]
     ) -> None:
-        stamp = now()
+        at = stamp(tx)
         tx.executemany(
             "INSERT INTO answers (principal, dataset, query_key, answer_exists, answered_from, count_value,"
             " created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(principal, dataset, k, int(a.exists), a.answered_from, a.count, stamp) for k, a in answers],
+            [(principal, dataset, k, int(a.exists), a.answered_from, a.count, at) for k, a in answers],
         )
 
     def append_audit(self, tx: Tx, rows: Sequence[AuditRow]) -> None:
-        stamp = now()
+        at = stamp(tx)
         tx.executemany(
             "INSERT INTO audit_log (time, event, actor, principal, dataset, query, answered_from, cached,"
             " detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (stamp, r.event, r.actor, r.principal, r.dataset, r.query, r.answered_from,
+                (at, r.event, r.actor, r.principal, r.dataset, r.query, r.answered_from,
                  None if r.cached is None else int(r.cached), r.detail)
                 for r in rows
             ],
