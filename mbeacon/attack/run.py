@@ -98,8 +98,6 @@ def evaluate_setting(
         "utility_discovery": utility(defence, scenario.discovery, utility_runs, rng),
         "repetitions": reps,
     }
-    if defence.name == "flip":
-        common["epsilon"] = None
     labels = scenario.labels
     rows = []
     for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
