@@ -51,13 +51,13 @@ from mbeacon.attack.scenario import Scenario, build_scenario
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.errors import DataError
 from mbeacon.store.priors import Prior, beta_moments, list_priors, load_prior
+from mbeacon.store.simulate import SimulationConfig
+from mbeacon.store.simulate.model import DISEASE_MEAN_RANGE, EFFECT_RANGE, MIN_CONCENTRATION
 
 #: The query counts at which the attack is scored (those below the configured count, and the count).
 QUERY_MARKS = (10, 30, 100, 300, 1000, 3000, 10_000, 30_000)
-#: The simulation's ceiling on a Beta's spread (``a + b >= MIN_CONCENTRATION``), used at the DMPs.
-MIN_CONCENTRATION = 2.0
-#: Shifted DMP means stay in this range (the sign of the shift flips otherwise), as in the simulation.
-DISEASE_MEAN_RANGE = (0.01, 0.99)
+#: The simulation's defaults: the advisor's synthetic disease and measurement follow them.
+_SIMULATION = SimulationConfig()
 #: Probes per block when drawing people (bounds the temporary arrays).
 DRAW_BLOCK = 2048
 
@@ -83,10 +83,10 @@ class AdvisorConfig:
     victims: int = 100
     #: The synthetic cohort holds at most this many values (N x probes); probes shrink to fit.
     max_values: int = 40_000_000
-    dmp_fraction: float = 0.02
-    effect_range: tuple[float, float] = (0.1, 0.3)
-    noise: float = 0.02
-    missing: float = 0.005
+    dmp_fraction: float = _SIMULATION.dmp_fraction
+    effect_range: tuple[float, float] = EFFECT_RANGE
+    noise: float = _SIMULATION.noise
+    missing: float = _SIMULATION.missing
     # --- the grid -------------------------------------------------------------------------------
     variants: tuple[str, ...] = ("single", "redraw")
     epsilon: tuple[float, ...] = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
