@@ -33,7 +33,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from mbeacon.privacy.noise import RNGLike, as_source, discrete_laplace, discrete_laplace_pmf, uniform
+from mbeacon.privacy.noise import (
+    RNGLike,
+    as_source,
+    discrete_laplace,
+    discrete_laplace_pmf,
+    discrete_laplace_sf,
+    uniform,
+)
 from mbeacon.privacy.svt2 import SVT2Params, svt2_batch
 
 DEFENCES = ("none", "suppression", "svt2-single", "svt2-redraw", "noisy-count", "flip", "prior-only")
@@ -168,12 +175,7 @@ class Defence:
             keep = np.where(alpha < FLIP_BELOW, 1.0 - float(self.flip or 0.0), 1.0)
             return np.where(alpha >= t, keep, 0.0)
         if self.name == "noisy-count":
-            scale = self.noisy_count_scale
-            q = math.exp(-1.0 / scale)
-            m = t - alpha  # P(L >= m) for an integer m
-            upper = np.exp(-np.maximum(m, 0.0) / scale) / (1.0 + q)
-            lower = 1.0 - np.exp(-np.maximum(1.0 - m, 0.0) / scale) / (1.0 + q)
-            return np.where(m >= 1, upper, lower)
+            return discrete_laplace_sf(t - alpha, self.noisy_count_scale)  # P(alpha + L >= T)
         p = self.svt2_params
         sf = _difference_sf(p.query_scale, p.threshold_scale)
         # TOP iff max + y >= T + z1 and min + y' < T + z2, i.e. W >= T - max and W' < T - min

@@ -16,6 +16,7 @@ from mbeacon.attack.defences import Defence
 from mbeacon.attack.lrt import lrt_scores, observation_probabilities
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
 from mbeacon.attack.scenario import Scenario, Workload
+from mbeacon.privacy.svt2 import svt2_release
 
 ROC_POINTS = 101
 #: Researcher accounts per workload: utility is cheap to measure but varies a lot from one account to
@@ -28,9 +29,7 @@ def released_answers(defence: Defence, observations: np.ndarray, beta: np.ndarra
     """Yes/no answers (-1 unanswered) from observations: SVT²'s flags become answers through the prior."""
     if not defence.is_svt2:
         return observations
-    prior_yes = np.broadcast_to(beta >= defence.threshold, observations.shape)
-    answers = np.where(observations == 1, ~prior_yes, prior_yes).astype(np.int8)
-    return np.where(observations < 0, np.int8(-1), answers)
+    return svt2_release(observations, beta, defence.threshold)
 
 
 def utility(defence: Defence, workload: Workload, runs: int, rng: np.random.Generator) -> float | None:
