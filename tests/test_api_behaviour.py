@@ -453,6 +453,41 @@ def test_test_mode_on_an_unprotected_dataset_without_a_prior(store: Path, tmp_pa
     app.config["MBEACON"].ledger.close()
 
 
+def test_a_replaced_dataset_file_is_served_from_the_next_request(store: Path, tmp_path: Path) -> None:
+    """Publishing a new version of a dataset (an atomic rename into the store) is picked up without a
+    restart, and the old version's cached answer is not served for the new one."""
+    import numpy as np
+
+    from mbeacon.api import create_app
+
+    root = tmp_path / "store"
+    shutil.copytree(store, root)
+    old = CohortStore(root).open(DEMO)
+    probe = str(old.probe_ids[0])
+    low = float(np.nanmin(old.rows(np.array([0]))))
+    unprotected = {"mechanism": "none", "allow_unprotected": True}
+    app = create_app({"store": str(root), "database_url": f"sqlite:///{tmp_path}/ledger.sqlite3",
+                      "defaults": unprotected, "datasets": {}})  # fmt: skip
+    key = app.config["MBEACON"].ledger.add_user("alice")
+    client = app.test_client()
+    query = {"probeId": probe, "minValue": 0.0, "maxValue": low + 0.01, "datasetIds": DEMO,
+             "includeResultsetResponses": "ALL"}  # fmt: skip
+
+    def ask() -> dict:
+        response = client.get("/api/methylation", query_string=query, headers=bearer(key))
+        assert response.status_code == 200, response.get_json()
+        (result_set,) = result_sets(response)
+        return result_set
+
+    assert ask()["exists"] is True
+    above = np.full((1, old.n_patients), min(low + 0.5, 1.0), dtype=np.float32)
+    CohortStore(root).write(DEMO, old.sample_ids.tolist(), [([probe], above)], replace=True)
+    again = ask()
+    assert again["exists"] is False, "the old file is still served"
+    assert again["info"]["cached"] is False
+    app.config["MBEACON"].ledger.close()
+
+
 # --- tiers and granularity --------------------------------------------------------------------
 
 

@@ -138,10 +138,18 @@ class AnswerEngine:
     # --- datasets and priors -------------------------------------------------------------------
 
     def dataset_ids(self) -> list[str]:
-        """The store's datasets, re-listed only when the datasets folder changes (one stat a request)."""
+        """The store's datasets, re-listed only when the datasets folder changes (one stat a request).
+
+        Every store write publishes by renaming into that folder, which changes its mtime: the
+        cohorts opened so far are then dropped, so a replaced file is served from the next request
+        on without a restart (requests already running finish on the old file, whose inode lives on).
+        """
         stamp = os.stat(self._datasets_dir).st_mtime_ns
         if self._ids is None or self._ids[0] != stamp:
-            self._ids = (stamp, self.store.ids())
+            ids = self.store.ids()
+            with self._lock:
+                self._cohorts = {}
+            self._ids = (stamp, ids)
         return self._ids[1]
 
     def visible(self, principal: Principal) -> list[str]:
