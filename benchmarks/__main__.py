@@ -14,7 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
-from benchmarks.common import Result, machine_info, print_table
+from benchmarks.common import Result, machine_info, markdown_table, print_table
 
 GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack"]
 
@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"run only this group (repeatable); one of: {', '.join(GROUPS)}",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
+    parser.add_argument(
+        "--markdown", type=Path, metavar="PATH", help="also write the table as Markdown (for the README)"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few seconds")
     args = parser.parse_args(argv)
 
@@ -82,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"machine": info, "results": [r.to_dict() for r in results]}
         args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"results written to {args.json}", file=sys.stderr)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown_table(results, info), encoding="utf-8")
+        print(f"table written to {args.markdown}", file=sys.stderr)
     return 1 if any(r.detail.get("error") for r in results) else 0
 
 

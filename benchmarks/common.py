@@ -243,3 +243,23 @@ def _note_text(res: Result) -> str:
     if res.note:
         parts.append(res.note)
     return " ".join(parts)
+
+
+def markdown_table(results: list[Result], info: dict[str, Any]) -> str:
+    """The summary table as Markdown, headed by the date and the machine: what the README shows."""
+    lines = [
+        f"Run of {info['date']} on {info['cpu']} ({info['cores']} cores), Python {info['python']}, "
+        f"numpy {info['numpy']}{' (--quick: figures not representative)' if info.get('quick') else ''}.",
+        "",
+        "| benchmark | ours | baseline (side by side) | ratio | target | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        cells = [res.name, format_value(res.ours, res.unit), format_value(res.baseline, res.unit),
+                 format_ratio(res.ratio), res.target, res.verdict]  # fmt: skip
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    notes = [(res.name, _note_text(res)) for res in results if res.note or res.baseline_name]
+    if notes:
+        lines.append("")
+        lines += [f"- {name}: {text}" for name, text in notes]
+    return "\n".join(lines) + "\n"

@@ -12,8 +12,6 @@ vectorised (``svt2_batch`` over runs, ``observation_probabilities`` over victims
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +21,6 @@ from mbeacon.attack.evaluate import EvaluationConfig, build
 from mbeacon.attack.lrt import lrt_scores, observation_probabilities
 from mbeacon.attack.run import evaluate_setting
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [10, 30, 100]
 LOOP_REPETITIONS = 2
 VECTOR_REPETITIONS = 50
@@ -44,8 +41,6 @@ ANSWERED_TOLERANCE = 0.06
 
 
 def _attack_loop():
-    if str(ROOT) not in sys.path:  # benchmarks/ is not an installed package
-        sys.path.insert(0, str(ROOT))
     from benchmarks.bench_attack import attack_loop
 
     return attack_loop
