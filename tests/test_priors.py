@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -674,24 +673,6 @@ def test_cli_help_texts(runner: CliRunner) -> None:
         assert command in result.output
         sub = runner.invoke(prior_group, [command, "--help"])
         assert sub.exit_code == 0 and "--store" in sub.output
-
-
-@pytest.mark.slow
-def test_million_pairs_under_a_second(means_prior: Prior, blood_prior: Prior) -> None:
-    """The issue's target, as a test (the benchmark group `priors` reports the figures)."""
-    rng = np.random.default_rng(0)
-    n = 1_000_000
-    for prior, method in ((means_prior, "beta"), (blood_prior, "empirical")):
-        idx = rng.integers(0, len(prior), n)
-        centre, half = rng.random(n), rng.uniform(0.01, 0.2, n)
-        lo, hi = centre - half, centre + half
-        prior.probability(idx[:1000], lo[:1000], hi[:1000], method=method)  # warm up
-        seconds = []
-        for _ in range(3):
-            start = time.perf_counter()
-            prior.probability(idx, lo, hi, method=method)
-            seconds.append(time.perf_counter() - start)
-        assert min(seconds) < 1.0, (prior.name, method, seconds)
 
 
 def test_build_from_a_dataset_in_the_store(tmp_path):
