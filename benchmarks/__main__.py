@@ -16,7 +16,7 @@ from pathlib import Path
 
 from benchmarks.common import Result, machine_info, markdown_table, print_table
 
-GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack"]
+GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack", "load"]
 
 
 def run_group(group: str, quick: bool) -> list[Result]:
