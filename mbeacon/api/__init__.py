@@ -53,7 +53,7 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
                 "Use only for evaluations.",
                 dataset,
             )
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # no static files: no route that serves the package folder
     app.config["MBEACON"] = Runtime(settings, ledger, engine, RateLimiter(settings.rate_limit_per_minute,
                                                                           settings.redis_url))  # fmt: skip
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes

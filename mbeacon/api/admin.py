@@ -36,11 +36,11 @@ class NewUser(BaseModel):
 
 class BudgetChange(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    epsilon: float | None = Field(None, gt=0, le=100)
+    epsilon: float | None = Field(None, gt=0, le=100, allow_inf_nan=False)
     c: int | None = Field(None, ge=1, le=100_000)
     threshold: int | None = Field(None, ge=1)
     variant: str | None = Field(None, pattern="^(single|redraw)$")
-    count_epsilon: float | None = Field(None, ge=0)
+    count_epsilon: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 class Confirm(BaseModel):
@@ -54,14 +54,29 @@ def _body(model: type[BaseModel]) -> BaseModel:
     elif not request.is_json:
         raise QueryError("send the body as JSON (Content-Type: application/json)")
     else:
-        data = request.get_json(silent=True)
+        try:
+            data = request.get_json(silent=True)
+        except RecursionError:  # the JSON decoder's stack, not a server fault
+            raise QueryError("request body is nested too deeply") from None
         if data is None:
             raise QueryError("request body is not valid JSON")
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        raise QueryError(f"{'.'.join(map(str, first['loc'])) or 'body'}: {first['msg']}") from None
+        raise QueryError(_first_error(error, "body")) from None
+
+
+def _first_error(error: ValidationError, where: str) -> str:
+    """``field: message`` of the first validation error (``where`` when it concerns the whole)."""
+    first = error.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or where}: {first['msg']}"
+
+
+def _check_name(name: str) -> str:
+    """A user name from the path: the pattern users are created with (PostgreSQL refuses NUL bytes)."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise NotFound(f"no user {name[:70]!r}")
+    return name
 
 
 @bp.get("/users")
@@ -82,6 +97,7 @@ def add_user():
 @bp.post("/users/<name>/revoke")
 def revoke_user(name: str):
     admin = require_admin()
+    _check_name(name)
     runtime().ledger.revoke_user(name, actor=f"admin:{admin.name}")
     return informational({"user": runtime().ledger.user(name).public()})
 
@@ -94,7 +110,7 @@ def _account_view(account) -> dict:
 @bp.get("/budget")
 def budgets():
     require_admin()
-    holder = request.args.get("holder")
+    holder = _holder_argument()
     return informational({"accounts": [_account_view(a) for a in runtime().ledger.accounts(holder)]})
 
 
@@ -117,7 +133,7 @@ def set_budget(holder: str, dataset: str):
     try:
         policy = DatasetPolicy.model_validate({**base.model_dump(), **values})
     except ValidationError as error:
-        raise QueryError(f"budget: {error.errors()[0]['msg']}") from None
+        raise QueryError(_first_error(error, "budget")) from None
     params = AccountParams.from_policy(policy)
     open_now = runtime().ledger.set_override(holder, dataset, params, actor=f"admin:{admin.name}")
     return informational(
@@ -147,6 +163,12 @@ def audit():
     if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
         raise QueryError("limit must be an integer from 1 to 10000")
     limit = int(raw)
-    return informational(
-        {"entries": runtime().ledger.audit_log(limit=limit, principal=request.args.get("holder"))}
-    )
+    return informational({"entries": runtime().ledger.audit_log(limit=limit, principal=_holder_argument())})
+
+
+def _holder_argument() -> str | None:
+    """The optional ``holder`` filter, checked like a path's holder (PostgreSQL refuses NUL bytes)."""
+    holder = request.args.get("holder")
+    if holder is not None and not re.fullmatch(HOLDER_PATTERN, holder):
+        raise QueryError(f"holder must be user:NAME, group:NAME, global or anonymous, not {holder[:70]!r}")
+    return holder

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from flask import Blueprint, jsonify, request
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, RequestEntityTooLarge
 
 from mbeacon.api import metrics
 from mbeacon.api.auth import principal
@@ -45,6 +45,9 @@ def methylation_post():
         raise QueryError("send the Beacon request body as JSON (Content-Type: application/json)")
     try:
         body = request.get_json()
+    except RequestEntityTooLarge:  # the default text does not say what the limit is
+        limit = runtime().config.max_body_bytes
+        raise RequestEntityTooLarge(f"request body is larger than {limit} bytes (max_body_bytes)") from None
     except BadRequest:
         raise QueryError("request body is not valid JSON") from None
     except RecursionError:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mbeacon import __version__
-from mbeacon.api.admin import NAME_PATTERN
+from mbeacon.api.admin import HOLDER_PATTERN, NAME_PATTERN
 from mbeacon.beacon.config import TIERS, ServiceConfig
 from mbeacon.beacon.query import DATASET_PATTERN, PROBE_PATTERN, RequestParameters
 
@@ -29,6 +29,7 @@ MAX_START = 2**31 - 1
 MAX_DATASET_IDS = 100
 MAX_AUDIT_LIMIT = 10_000
 BEARER: list[dict] = [{"bearerAuth": []}]
+_BUDGET_FIELDS = ("positivesUsed", "positivesTotal", "epsilonSpent", "epsilonTotal")
 
 
 def _pattern(model: type[BaseModel], field: str) -> str:
@@ -106,6 +107,8 @@ _ERROR_TEXT = {
     400: "Bad request: the parameters or the body do not validate; `errorMessage` names the field.",
     401: "Missing, malformed, invalid or revoked API key.",
     403: "The key may not do this.",
+    404: "Not found.",
+    409: "Conflict with the current state.",
     413: "The request body is larger than the server accepts.",
     429: "Rate limit exceeded: retry after `Retry-After` seconds.",
     503: "The privacy ledger is unavailable; nothing was answered or spent. Retry after `Retry-After` s.",
@@ -514,17 +517,11 @@ def _methylation_schemas(max_batch: int) -> dict:
             "epsilonTotal": _number(exclusiveMinimum=0),
             "budgetExhausted": {"const": True, "description": "Present when the budget ran out."},
             "queryIndex": _int(description="Position of the query in a batch (batches only)."),
+            "testMode": {"const": True, "description": "A test-mode answer: from the prior, no budget."},
         },
-        required=[
-            "answeredFrom",
-            "cached",
-            "probeId",
-            "range",
-            "positivesUsed",
-            "positivesTotal",
-            "epsilonSpent",
-            "epsilonTotal",
-        ],
+        required=["answeredFrom", "cached", "probeId", "range"],
+        anyOf=[{"required": list(_BUDGET_FIELDS)}, {"required": ["testMode"]}],
+        description="Budget fields after the answer; a test-mode answer has `testMode` instead.",
     )
     result_set = _obj(
         {
@@ -549,7 +546,10 @@ def _methylation_schemas(max_batch: int) -> dict:
             "response": _obj({"resultSets": {"type": "array", "items": _ref("ResultSet")}}),
             "info": _obj(
                 {
-                    "budgets": {"type": "object", "additionalProperties": _ref("Budget")},
+                    "budgets": {
+                        "type": "object",
+                        "additionalProperties": {"anyOf": [_ref("Budget"), _ref("TestModeBudget")]},
+                    },
                     "refused": _int(description="Pairs refused because the budget is exhausted."),
                     "queries": _int(1, "Number of queries in the request."),
                 }
@@ -585,6 +585,11 @@ def _methylation_schemas(max_batch: int) -> dict:
         ],
     }
     return {
+        "TestModeBudget": _obj(
+            {"testMode": {"const": True}},
+            additionalProperties=False,
+            description="In test mode no budget is read or spent.",
+        ),
         "RequestParameters": _request_parameters(),
         "BeaconRequestBody": _obj(
             {
@@ -920,14 +925,23 @@ def _admin_paths(rate: dict) -> dict:
     tail = {**rate, **_errors({503: None})}
     too_large = _errors({413: None})
 
-    def op(operation_id: str, summary: str, ok: dict, *, bad: str | None = None, **extra: Any) -> dict:
-        responses = {**ok, **(_errors({400: bad}) if bad else {}), **guard}
+    def op(
+        operation_id: str,
+        summary: str,
+        ok: dict,
+        *,
+        bad: str | None = None,
+        more: dict[int, str] | None = None,
+        **extra: Any,
+    ) -> dict:
+        responses = {**ok, **(_errors({400: bad}) if bad else {}), **guard, **_errors(more or {})}
         if "body" in extra:
             responses.update(too_large)
         return _operation(operation_id, "admin", summary, {**responses, **tail}, security=BEARER, **extra)
 
     holder = _path("holder", "Budget holder: `user:NAME`, `group:NAME`, `global` or `anonymous`.")
     dataset = _path("dataset", "Dataset id.")
+    holder_schema = _string(pattern=HOLDER_PATTERN)
     return {
         "/admin/users": {
             "get": op("adminListUsers", "List users", {"200": _ok("Every user.", _ref("UsersResponse"))}),
@@ -936,6 +950,7 @@ def _admin_paths(rate: dict) -> dict:
                 "Create a user and mint their API key",
                 {"201": _ok("The new user and their key (shown only this once).", _ref("NewUserResponse"))},
                 bad="The body does not validate.",
+                more={409: "A user of that name exists (revoked users too)."},
                 body=_json_body(_ref("NewUser"), "The new user."),
             ),
         },
@@ -945,6 +960,7 @@ def _admin_paths(rate: dict) -> dict:
                 "adminRevokeUser",
                 "Revoke a user's key (idempotent)",
                 {"200": _ok("The user, now revoked.", _ref("UserResponse"))},
+                more={404: "No user of that name."},
             ),
         },
         "/admin/budget": {
@@ -952,7 +968,8 @@ def _admin_paths(rate: dict) -> dict:
                 "adminListBudgets",
                 "List budget accounts",
                 {"200": _ok("Budget accounts (opened by a first query).", _ref("AccountsResponse"))},
-                parameters=[_query("holder", _string(), "Only this budget holder's accounts.")],
+                bad="holder is not a budget holder.",
+                parameters=[_query("holder", holder_schema, "Only this budget holder's accounts.")],
             )
         },
         "/admin/budget/{holder}/{dataset}": {
@@ -961,7 +978,9 @@ def _admin_paths(rate: dict) -> dict:
                 "adminSetBudget",
                 "Set the budget parameters of a holder's next account on a dataset",
                 {"200": _ok("The parameters and when they apply.", _ref("BudgetOverrideResponse"))},
-                bad="The body does not validate, or count_epsilon is not below epsilon.",
+                bad="The body does not validate, the budget holder is malformed, or count_epsilon is not "
+                "below epsilon.",
+                more={404: "No such dataset in the store."},
                 description="Unset fields keep the dataset's policy. An open account keeps the parameters it "
                 "was opened under: the new ones apply after a budget reset.",
                 body=_json_body(_ref("BudgetChange"), "Parameter changes.", required=False),
@@ -973,7 +992,8 @@ def _admin_paths(rate: dict) -> dict:
                 "adminResetBudget",
                 "Give a holder a fresh budget on a dataset (audited)",
                 {"200": _ok("Whether an account existed.", _ref("ResetResponse"))},
-                bad='The body is not {"confirm": true}.',
+                bad='The body is not {"confirm": true}, or the budget holder is malformed.',
+                more={404: "No such dataset in the store."},
                 body=_json_body(_ref("ResetRequest"), "Explicit confirmation."),
             ),
         },
@@ -982,14 +1002,14 @@ def _admin_paths(rate: dict) -> dict:
                 "adminAudit",
                 "Read the audit log, newest first",
                 {"200": _ok("Audit entries.", _ref("AuditResponse"))},
-                bad="limit is not an integer.",
+                bad="limit is not an integer, or holder is not a budget holder.",
                 parameters=[
                     _query(
                         "limit",
                         _int(0, default=100),
                         f"Most entries to return (capped at {MAX_AUDIT_LIMIT}).",
                     ),
-                    _query("holder", _string(), "Only entries about this budget holder."),
+                    _query("holder", holder_schema, "Only entries about this budget holder."),
                 ],
             )
         },

@@ -178,6 +178,8 @@ def load_config(path: Path | None = None, *, quick: bool = False) -> EvaluationC
             loaded = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
+        except RecursionError:
+            raise ConfigError(f"{path}: arrays or tables nested too deeply") from None
         for key, value in loaded.items():
             if isinstance(value, dict) and isinstance(values.get(key), dict):
                 values[key] = {**values[key], **value}

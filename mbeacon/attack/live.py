@@ -43,6 +43,7 @@ import json
 import math
 import re
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -126,7 +127,7 @@ def read_profiles(path: str | Path) -> pd.DataFrame:
     sep = "\t" if suffixes and suffixes[-1] in (".tsv", ".txt") else ","
     try:
         table = pd.read_csv(path, sep=sep, index_col=0)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, zlib.error) as error:  # EOFError, zlib.error: a damaged gzip
         raise LiveAttackError(f"{path}: cannot read the profiles: {error}") from None
     if table.shape[1] == 0 or table.shape[0] == 0:
         raise LiveAttackError(f"{path}: expected probes x samples (probe ids in the first column)")

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 Tier = Literal["PUBLIC", "REGISTERED", "CONTROLLED"]
 TIERS: tuple[Tier, ...] = ("PUBLIC", "REGISTERED", "CONTROLLED")
 ENV_PREFIX = "MBEACON_"
+#: The least epsilon SVT² may get (``epsilon - count_epsilon``): below it the noise scales overflow the
+#: integer noise sampler (an epsilon of 1e-300 gave garbage thresholds), and answers would be noise.
+MIN_SVT_EPSILON = 1e-6
 
 
 class ConfigError(ValueError):
@@ -31,7 +34,7 @@ class DatasetPolicy(BaseModel):
 
     mechanism: Literal["svt2", "none"] = "svt2"
     allow_unprotected: bool = False
-    epsilon: float = Field(1.0, gt=0, le=100)
+    epsilon: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
     c: int = Field(5, ge=1, le=100_000)
     threshold: int = Field(1, ge=1)
     variant: Literal["single", "redraw"] = "single"
@@ -39,7 +42,7 @@ class DatasetPolicy(BaseModel):
     on_exhausted: Literal["refuse", "prior"] = "refuse"
     tier: Tier = "REGISTERED"
     prior: str | None = None
-    count_epsilon: float = Field(0.0, ge=0)
+    count_epsilon: float = Field(0.0, ge=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _consistent(self) -> DatasetPolicy:
@@ -50,6 +53,11 @@ class DatasetPolicy(BaseModel):
             )
         if self.count_epsilon >= self.epsilon:
             raise ValueError("count_epsilon is carved out of epsilon and must be smaller than it")
+        if self.epsilon - self.count_epsilon < MIN_SVT_EPSILON:
+            raise ValueError(
+                f"epsilon - count_epsilon (the SVT² part) must be at least {MIN_SVT_EPSILON:g}, "
+                f"not {self.epsilon - self.count_epsilon:g}"
+            )
         return self
 
 
@@ -140,8 +148,20 @@ def load_config(
                 raw = tomllib.load(handle)
         except FileNotFoundError:
             raise ConfigError(f"{path}: configuration file not found") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a folder, not a configuration file") from None
+        except OSError as error:
+            raise ConfigError(
+                f"{path}: cannot read the configuration file: {error.strerror or error}"
+            ) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML: {error}") from None
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"{path}: not valid TOML: not UTF-8 text ({error.reason} at byte {error.start})"
+            ) from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     layered = _policy_tables({**raw, **_from_environment(env), **dict(overrides or {})})
     try:
         return ServiceConfig.model_validate(layered)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,11 +33,35 @@ def read_manifest(path: str | Path) -> Manifest:
 
     Accepted header names: probe ``IlmnID``/``Name``/``probe_id``, chromosome ``CHR``/``chromosome``,
     position ``MAPINFO``/``position``. Lines before the header (the Illumina ``[Heading]`` block) are
-    skipped; the ``[Controls]`` section ends the table.
+    skipped; the ``[Controls]`` section ends the table. A damaged file (corrupt gzip, a bad CSV quote,
+    a probe id that is not ASCII or longer than 64 characters, a position that is not a whole number)
+    raises IngestError.
     """
     path = Path(path)
     if not path.is_file():
         raise IngestError("manifest file not found", path=str(path))
+    try:
+        return _read_manifest(path)
+    except (OSError, EOFError, zlib.error) as error:
+        raise IngestError(f"cannot read the manifest (corrupt gzip?): {error}", path=str(path)) from None
+    except csv.Error as error:
+        raise IngestError(f"not a readable CSV/TSV table: {error}", path=str(path)) from None
+
+
+def _position(text: str, *, path: Path, line: int, column: int) -> int:
+    """A 1-based position (empty: unknown, -1); anything but a non-negative whole number is refused."""
+    if not text:
+        return -1
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0 and number == int(number) and number < 2**62):
+        raise IngestError(f"position {text[:40]!r} is not a number", path=str(path), line=line, column=column)
+    return int(number)
+
+
+def _read_manifest(path: Path) -> Manifest:
     ids, chroms, positions = [], [], []
     with _open_text(path) as handle:
         sample = handle.read(65536)
@@ -60,14 +86,23 @@ def read_manifest(path: str | Path) -> Manifest:
                 chrom = row[col_chr].strip() if col_chr is not None else ""
             except IndexError:
                 raise IngestError("ragged manifest row", path=str(path), line=line_no) from None
+            if not probe.isascii() or not 0 < len(probe) <= 64:
+                raise IngestError(
+                    f"probe id {probe[:70]!r} is not 1 to 64 ASCII characters",
+                    path=str(path),
+                    line=line_no,
+                    column=col_id + 1,
+                )
+            if not chrom.isascii() or len(chrom) > 60:
+                raise IngestError(
+                    f"chromosome {chrom[:70]!r} is not a short ASCII name",
+                    path=str(path),
+                    line=line_no,
+                    column=(col_chr or 0) + 1,
+                )
             ids.append(probe)
             chroms.append(chrom if not chrom or chrom.lower().startswith("chr") else f"chr{chrom}")
-            try:
-                positions.append(int(float(position)) if position else -1)
-            except ValueError:
-                raise IngestError(
-                    f"position {position!r} is not a number", path=str(path), line=line_no, column=col_pos + 1
-                ) from None
+            positions.append(_position(position, path=path, line=line_no, column=col_pos + 1))
     if header is None:
         raise IngestError(
             "no header with a probe id and a position column (e.g. IlmnID, CHR, MAPINFO)", path=str(path)

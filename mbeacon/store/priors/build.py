@@ -24,7 +24,7 @@ from mbeacon.store.priors.beta_distribution import beta_moments
 from mbeacon.store.priors.model import Prior, _now
 from mbeacon.store.priors.quantile_sketch import DEFAULT_QUANTILES, _levels, _row_quantiles
 from mbeacon.store.priors.sd_model import SdModel, learn_sd_model
-from mbeacon.store.priors.table_files import _header, iter_table_file
+from mbeacon.store.priors.table_files import READ_ERRORS, _header, iter_table_file
 
 __all__ = [
     "import_means_file",
@@ -276,7 +276,7 @@ def import_means_file(path: Any = None, *, name: str, sd_model: SdModel | None =
         # Only the id column as strings: pandas infers floats for a clean mean column (fast) and falls
         # back to strings when a cell is not a number, which is then located below.
         frame = pd.read_csv(path, sep=sep, usecols=[0, 1], dtype={header[0]: str})
-    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, ValueError, *READ_ERRORS) as exc:
         raise DataError(f"cannot parse: {exc}", path=str(path)) from None
     ids = frame.iloc[:, 0]
     if ids.isna().any():

@@ -7,6 +7,7 @@ file, line and column of the offending cell.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ import pandas as pd
 from mbeacon.store.errors import DataError
 
 __all__ = ["iter_table_file"]
+
+#: What reading a damaged file raises besides parse errors: a cut or corrupt gzip stream, bad UTF-8.
+READ_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)
 
 
 def _open_text(path: Path):
@@ -34,8 +38,8 @@ def _header(path: Path) -> tuple[str, list[str]]:
             line = handle.readline()
     except FileNotFoundError:
         raise DataError("no such file", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read: {exc}", path=str(path)) from None
+    except READ_ERRORS as exc:
+        raise DataError(f"cannot read (corrupt or not UTF-8 text?): {exc}", path=str(path)) from None
     if not line.strip():
         raise DataError("empty file: expected a header line", path=str(path), line=1)
     sep = "\t" if "\t" in line else ","
@@ -72,7 +76,7 @@ def iter_table_file(path: Path, *, chunk_rows: int = 50_000) -> Iterator[tuple[n
                 values[:, col] = numbers
             yield chunk.index.to_numpy().astype(str), values
             line += len(chunk)
-    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, ValueError, *READ_ERRORS) as exc:
         raise DataError(f"cannot parse as a CSV/TSV matrix: {exc}", path=str(path)) from None
 
 

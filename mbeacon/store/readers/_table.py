@@ -480,7 +480,9 @@ class TableParser:
                 line,
                 index,
             )
-        if np.float32(value) < 0 or np.float32(value) > 1:
+        with np.errstate(over="ignore"):  # 1e300 becomes inf in float32: outside [0, 1] all the same
+            beta = np.float32(value)
+        if beta < 0 or beta > 1:
             raise layout.error(
                 f"beta value {show(token.strip(_BLANKS))[1:-1]} is outside [0, 1]", line, index
             )
