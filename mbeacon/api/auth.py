@@ -36,15 +36,26 @@ def bearer_key() -> str | None:
 
 
 def authenticated_user() -> User | None:
-    """The user behind the bearer key (None without a header); 401 for a bad or revoked key."""
+    """The user behind the bearer key (None without a header); 401 for a bad or revoked key.
+
+    The outcome, a refusal included, is kept for the rest of the request: the key is checked once
+    per request whatever it is (the rate limiter asks before the route does), so a valid key id
+    with a wrong secret costs exactly what an unknown key id costs.
+    """
+    if "mbeacon_auth_error" in g:
+        raise g.mbeacon_auth_error
     if "mbeacon_user" in g:
         return g.mbeacon_user
-    key = bearer_key()
-    user = None
-    if key is not None:
-        user = runtime().ledger.authenticate(key)
-        if user is None:
-            raise AuthError(401, "invalid or revoked API key")
+    try:
+        key = bearer_key()
+        user = None
+        if key is not None:
+            user = runtime().ledger.authenticate(key)
+            if user is None:
+                raise AuthError(401, "invalid or revoked API key")
+    except AuthError as error:
+        g.mbeacon_auth_error = error
+        raise
     g.mbeacon_user = user
     return user
 

@@ -4,6 +4,11 @@ Memory (the default) counts per worker process, so with W workers a key can make
 limit; configure ``redis_url`` to share one count across workers and hosts. The limit protects the
 service, not privacy (the SVT² budget does that), so if Redis is unreachable requests are let
 through and a warning is logged rather than the beacon going down with it.
+
+The Redis client is made once per process, under a lock: gthread workers serve requests from
+several threads, and a client made twice would be dropped once, and redis-py closes the connection
+pool of a dropped client, under the feet of the thread still using it (seen under load: requests let
+through uncounted, and a 500 from a closed socket).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class RateLimiter:
         self.redis_url = redis_url
         self._counts: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
+        self._client_lock = threading.Lock()
         self._redis = None
         self._redis_pid: int | None = None
 
@@ -52,12 +58,19 @@ class RateLimiter:
             return count
 
     def _client(self):
-        if self._redis is None or self._redis_pid != os.getpid():
-            import redis
+        """This process's Redis client (one per pid: a forked child never uses its parent's sockets)."""
+        client = self._redis
+        if client is not None and self._redis_pid == os.getpid():
+            return client
+        with self._client_lock:
+            if self._redis is None or self._redis_pid != os.getpid():
+                import redis
 
-            self._redis = redis.Redis.from_url(self.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
-            self._redis_pid = os.getpid()
-        return self._redis
+                self._redis = redis.Redis.from_url(
+                    self.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5
+                )
+                self._redis_pid = os.getpid()
+            return self._redis
 
     def _redis_hit(self, identity: str, window: int) -> int | None:
         import redis
@@ -69,6 +82,9 @@ class RateLimiter:
             pipe.expire(key, 2 * WINDOW_S)
             count, _ = pipe.execute()
             return int(count)
-        except redis.RedisError as error:
-            log.warning("rate limit backend unreachable, request allowed", extra={"error": str(error)})
+        except (redis.RedisError, OSError, ValueError) as error:  # ValueError: a socket closed mid-read
+            log.warning(
+                "rate limit backend unreachable, request allowed",
+                extra={"error": f"{type(error).__name__}: {error}", "identity": identity},
+            )
             return None
