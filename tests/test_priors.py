@@ -535,10 +535,23 @@ def test_failed_save_leaves_no_new_version(tmp_path: Path, blood_prior: Prior, m
     with pytest.raises(OSError, match="disk full"):
         save_prior(tmp_path, blood_prior)
     monkeypatch.setattr(storage, "_write_h5", write)
-    assert sorted(p.name for p in (tmp_path / "priors" / "blood").glob("v*")) == ["v1.h5"]
+    assert sorted(p.name for p in (tmp_path / "priors" / "blood").glob("v*")) == ["v1.h5", "v1.sha256"]
     assert list((tmp_path / ".staging").iterdir()) == []
     assert [e["version"] for e in list_priors(tmp_path)] == [1]
     assert save_prior(tmp_path, blood_prior).version == 2  # the next save takes the next number
+
+
+def test_a_damaged_prior_file_is_refused_by_its_checksum(tmp_path: Path, blood_prior: Prior) -> None:
+    path = save_prior(tmp_path, blood_prior) and tmp_path / "priors" / "blood" / "v1.h5"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit of the values: HDF5 itself would read it without complaint
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"damaged.*v1\.sha256"):
+        load_prior(tmp_path, "blood")
+    with pytest.raises(DataError, match="damaged"):
+        list_priors(tmp_path)
+    path.with_suffix(".sha256").unlink()  # a version saved before checksums: read unchecked
+    assert load_prior(tmp_path, "blood").version == 1
 
 
 def test_concurrent_saves_get_distinct_versions(tmp_path: Path) -> None:

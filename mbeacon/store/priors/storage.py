@@ -1,5 +1,10 @@
 """Storing priors: ``STORE/priors/<name>/v<k>.h5``, named and versioned, saved, loaded and listed.
 
+Each version has a checksum beside it (``v<k>.sha256``, SHA-256 of the file), checked before the HDF5
+library opens the file: a damaged file is refused with :class:`DataError` instead of being parsed, and
+parsing damaged HDF5 is not safe (fuzzing found byte flips on which the library's open never returns).
+A version saved before checksums existed has none and is read unchecked.
+
 A version is never overwritten: :func:`save_prior` picks ``k = 1 + latest`` under an exclusive file lock
 (two writers never pick the same version) and publishes the file atomically
 (:mod:`mbeacon.store.atomic`), so a failure leaves no new version behind. :func:`list_priors` reads only
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +62,32 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_suffix(".sha256")
+
+
+def _verify(path: Path) -> None:
+    """Refuse a prior file whose bytes differ from the checksum saved with it (DataError)."""
+    stored = _checksum_path(path)
+    if not stored.exists():
+        return  # saved before checksums existed
+    try:
+        expected = stored.read_text(encoding="ascii").strip()
+        actual = _sha256(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read prior file or its checksum: {exc}", path=str(path)) from None
+    if actual != expected:
+        raise DataError(
+            f"prior file is damaged: its SHA-256 differs from {stored.name}; restore it from a backup",
+            path=str(path),
+        )
+
+
 def _write_h5(path: Path, prior: Prior, version: int) -> None:
     with h5py.File(path, "w") as h5:
         h5.attrs.update(
@@ -97,6 +129,9 @@ def save_prior(store_dir: Any, prior: Prior) -> Prior:
         destination = directory / f"v{version}.h5"
         with publish(Path(store_dir), destination) as temp:
             _write_h5(temp, prior, version)
+            # the checksum goes first: a version is listed by its .h5 file, which then always has one
+            with publish(Path(store_dir), _checksum_path(destination)) as checksum:
+                checksum.write_text(_sha256(temp) + "\n", encoding="ascii")
     return dataclasses.replace(prior, version=version)
 
 
@@ -114,6 +149,7 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
     elif version not in versions:
         raise DataError(f"prior {name!r} has no version {version}; versions: {', '.join(map(str, versions))}")
     path = directory / f"v{version}.h5"
+    _verify(path)
     try:
         with h5py.File(path, "r") as h5:
             attrs = dict(h5.attrs)
@@ -139,7 +175,7 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
 def list_priors(store_dir: Any) -> list[dict[str, Any]]:
     """Every stored version of every prior, by name then version: dicts with ``name``, ``version``,
     ``latest``, ``probes``, ``n_reference``, ``sketch`` (quantile levels, 0 for none), ``source``,
-    ``created``, ``path``. Reads only the files' headers."""
+    ``created``, ``path``. Reads the files' headers only, after checking their checksums."""
     root = Path(store_dir) / PRIORS_DIR
     if not root.is_dir():
         return []
@@ -148,6 +184,7 @@ def list_priors(store_dir: Any) -> list[dict[str, Any]]:
         versions = _versions(directory)
         for version in versions:
             path = directory / f"v{version}.h5"
+            _verify(path)
             try:
                 with h5py.File(path, "r") as h5:
                     attrs = dict(h5.attrs)
