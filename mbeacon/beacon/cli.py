@@ -47,6 +47,20 @@ def _ledger(config: ServiceConfig):
         sys.exit(2)
 
 
+class LedgerGroup(LazyGroup):
+    """Commands that use the ledger: one it cannot reach or write (down, disk full, read-only file
+    system) is a one-line error and exit status 2, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from mbeacon.beacon.ledger import LedgerUnavailable
+
+        try:
+            return super().invoke(ctx)
+        except LedgerUnavailable as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+
+
 def holder_name(name: str) -> str:
     """A budget holder from the command line: a user name, ``group:NAME``, ``global`` or ``anonymous``."""
     return name if ":" in name or name in ("global", "anonymous") else f"user:{name}"
@@ -60,7 +74,11 @@ def _validate_for_serving(config_path: Path | None) -> None:
         from mbeacon.api import create_app
 
         app = create_app(config_path) if config_path else create_app(None)
-        app.config["MBEACON"].ledger.close()
+        ledger = app.config["MBEACON"].ledger
+        try:
+            ledger.db.ping()  # and writable: a read-only or full ledger could answer nothing
+        finally:
+            ledger.close()
     except (ConfigError, LedgerUnavailable, RuntimeError, ValueError, OSError) as error:
         click.echo(f"error: cannot serve: {error}", err=True)
         sys.exit(2)
@@ -178,7 +196,7 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
 # --- users ---------------------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=LedgerGroup)
 def users() -> None:
     """Create, list, rotate and revoke API keys (researchers) and admin keys (operators)."""
 
@@ -254,7 +272,7 @@ def users_list(config_path: Path | None, as_json: bool) -> None:
 # --- budget --------------------------------------------------------------------------------------
 
 
-@click.group(cls=LazyGroup, lazy_subcommands={"advise": "mbeacon.attack.advisor_cli:advise"})
+@click.group(cls=LedgerGroup, lazy_subcommands={"advise": "mbeacon.attack.advisor_cli:advise"})
 def budget() -> None:
     """Show, set and reset privacy budgets (every change is written to the audit log)."""
 
@@ -361,7 +379,7 @@ def _operator() -> str:
 # --- db ------------------------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=LedgerGroup)
 def db() -> None:
     """The ledger database's schema."""
 

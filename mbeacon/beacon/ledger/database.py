@@ -22,7 +22,11 @@ every request), and ``lock_suffix`` says how to lock a budget account row. Choic
   syncs every commit instead (the audit log then survives power loss too; about 3 ms per request
   on this machine's disk).
 * **PostgreSQL** (several hosts): psycopg 3 with a connection pool per process; an account row is
-  locked with ``SELECT ... FOR UPDATE`` inside the transaction, so hosts serialise on it.
+  locked with ``SELECT ... FOR UPDATE`` inside the transaction, so hosts serialise on it. Every
+  connection is checked as it leaves the pool, and a broken one (its backend terminated, the server
+  restarted or failed over) is replaced at once; a transaction whose connection dies midway fails
+  and is rolled back by the server. While no connection can be made a request waits at most
+  ``POOL_TIMEOUT_S`` and is refused; the pool keeps reconnecting, so no restart is needed.
 
 Any backend failure surfaces as :class:`LedgerUnavailable`, which the API turns into HTTP 503: a
 request whose ledger write failed is never answered.
@@ -42,6 +46,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 BUSY_TIMEOUT_S = 30.0
+POOL_TIMEOUT_S = 5.0  # a request waits this long for a PostgreSQL connection, then gets 503
+RECONNECT_TIMEOUT_S = 10.0  # the pool's reconnection backoff starts again at 1 s after this long
+MIN_FREE_BYTES = 64 * 1024  # less free space on the SQLite ledger's file system: /readyz says not ready
+WRITE_FAILURE_S = 30.0  # /readyz says not ready this long after a failed write (unless one succeeds)
 
 
 class LedgerUnavailable(RuntimeError):
@@ -123,6 +131,7 @@ class SQLiteDatabase(Database):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._write_failure: tuple[float, str] | None = None  # (when, why) of the last failed write
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use in this process (one ``getpid`` per fork)."""
@@ -130,6 +139,7 @@ class SQLiteDatabase(Database):
         conn = getattr(local, "conn", None)
         if conn is not None and local.pid == _process.pid:
             return conn
+        conn = None
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             _set_wal(conn)
@@ -137,11 +147,59 @@ class SQLiteDatabase(Database):
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as error:
-            raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
-        local.conn, local.pid = conn, _process.pid
-        # flock locks belong to an open file: one descriptor per thread, so threads exclude each other
-        local.lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            if conn is not None:
+                conn.close()
+            raise LedgerUnavailable(f"ledger database {self.path}: {error}{self._space_problem()}") from error
+        local.conn, local.pid, local.lock_fd = conn, _process.pid, None
         return conn
+
+    def _discard(self) -> None:
+        """Close this thread's connection and lock file; its next transaction opens them afresh."""
+        local = self._local
+        conn, fd = getattr(local, "conn", None), getattr(local, "lock_fd", None)
+        if conn is not None and local.pid == _process.pid:
+            with suppress(sqlite3.Error):
+                conn.close()
+            if fd is not None:
+                with suppress(OSError):
+                    os.close(fd)
+        local.conn = local.lock_fd = None
+
+    def _lock_fd(self) -> int:
+        """This thread's descriptor of the writers' lock file, opened by its first write.
+
+        flock locks belong to an open file: one descriptor per thread, so threads exclude each other.
+        Readers never need it, so they keep working on a read-only file system.
+        """
+        fd = self._local.lock_fd
+        if fd is None:
+            try:
+                fd = self._local.lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as error:
+                raise LedgerUnavailable(f"ledger database {self.path}: lock file: {error}") from error
+        return fd
+
+    def _space_problem(self) -> str:
+        """Why the ledger's file system cannot take a write (read-only, full), as a message suffix."""
+        try:
+            fs = os.statvfs(Path(self.path).parent)
+        except OSError:
+            return ""
+        if fs.f_flag & os.ST_RDONLY:
+            return " (the file system is read-only)"
+        free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize
+        return " (the file system is full)" if free < MIN_FREE_BYTES else ""
+
+    def ping(self) -> None:
+        """The ledger answers a read and can take writes (readiness): its file system is neither
+        read-only nor full, and no write failed in this process in the last ``WRITE_FAILURE_S`` s
+        without one succeeding since (an emergency read-only remount or an I/O error shows only so)."""
+        self.fetch_one("SELECT 1")
+        if self.path != ":memory:" and (problem := self._space_problem()):
+            raise LedgerUnavailable(f"ledger database {self.path}: not writable{problem}")
+        failure = self._write_failure
+        if failure is not None and (ago := time.monotonic() - failure[0]) < WRITE_FAILURE_S:
+            raise LedgerUnavailable(f"the last write failed {ago:.0f} s ago: {failure[1]}")
 
     def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         try:
@@ -153,27 +211,42 @@ class SQLiteDatabase(Database):
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         """One transaction; a writer first queues on the file lock, then ``BEGIN IMMEDIATE``."""
         conn = self._connection()
-        lock_fd = self._local.lock_fd if write else None
+        lock_fd = self._lock_fd() if write else None
         if lock_fd is not None:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        failed = False
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as error:
-                raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+                raise LedgerUnavailable(
+                    f"ledger database {self.path}: {error}{self._space_problem()}"
+                ) from error
             tx = Tx(conn.cursor(), "?")
             try:
                 yield tx
             except sqlite3.OperationalError as error:  # disk full, read-only file, lock timeout
                 _quietly(conn.execute, "ROLLBACK")
-                raise LedgerUnavailable(f"ledger database {self.path}: {error}") from error
+                raise LedgerUnavailable(
+                    f"ledger database {self.path}: {error}{self._space_problem()}"
+                ) from error
             except BaseException:
                 _quietly(conn.execute, "ROLLBACK")
                 raise
             self._commit(conn, tx)
+        except LedgerUnavailable as error:
+            if write:  # remembered for /readyz (see ping)
+                self._write_failure = (time.monotonic(), str(error))
+                failed = True
+            raise
+        else:
+            if write and self._write_failure is not None:
+                self._write_failure = None
         finally:
             if lock_fd is not None:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            if failed:  # after a disk, I/O or read-only error the next write starts on a new connection
+                self._discard()
 
     def _commit(self, conn: sqlite3.Connection, tx: Tx) -> None:
         """COMMIT, and fsync the log first if the transaction changed budget state (module docstring)."""
@@ -183,7 +256,9 @@ class SQLiteDatabase(Database):
                 self._sync_wal()
         except (sqlite3.Error, OSError) as error:
             _quietly(conn.execute, "ROLLBACK")
-            raise LedgerUnavailable(f"ledger database {self.path}: commit failed: {error}") from error
+            raise LedgerUnavailable(
+                f"ledger database {self.path}: commit failed: {error}{self._space_problem()}"
+            ) from error
 
     def _sync_wal(self) -> None:
         """Make the last commit durable: fsync the write-ahead log (what ``synchronous = FULL`` does)."""
@@ -198,7 +273,8 @@ class SQLiteDatabase(Database):
         conn = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == _process.pid:
             conn.close()
-            os.close(self._local.lock_fd)
+            if self._local.lock_fd is not None:
+                os.close(self._local.lock_fd)
         self._local = threading.local()
 
 
@@ -225,28 +301,50 @@ class PostgresDatabase(Database):
                     min_size=self._sizes[0],
                     max_size=self._sizes[1],
                     open=True,
-                    timeout=10.0,
-                    check=ConnectionPool.check_connection,
+                    timeout=POOL_TIMEOUT_S,
+                    reconnect_timeout=RECONNECT_TIMEOUT_S,
                     kwargs={"autocommit": False},
                 )
                 self._pid = _process.pid
         return self._pool
 
     @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection that answered a check just now.
+
+        The pool's own ``check`` sleeps with exponential backoff (1 s, 2 s, ...) after every broken
+        connection it meets, and after a server restart or a failover every idle connection is
+        broken: requests then hung for seconds. Here a broken connection is handed back (the pool
+        drops it and opens a replacement in the background) and the next one is tried at once.
+        """
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        pool = self._get_pool()
+        for _ in range(self._sizes[1] + 1):
+            conn = pool.getconn()
+            try:
+                ConnectionPool.check_connection(conn)
+            except psycopg.Error:
+                pool.putconn(conn)
+                continue
+            try:
+                yield conn
+            finally:
+                pool.putconn(conn)
+            return
+        raise LedgerUnavailable("ledger database: every pooled connection was broken")
+
+    @contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
-            with self._get_pool().connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
                 yield Tx(cursor, "%s")
-        except psycopg.Error as error:
+        except (psycopg.Error, PoolTimeout) as error:
             raise LedgerUnavailable(f"ledger database: {type(error).__name__}: {error}") from error
-        except Exception as error:
-            from psycopg_pool import PoolTimeout
-
-            if isinstance(error, PoolTimeout):
-                raise LedgerUnavailable(f"ledger database: {error}") from error
-            raise
 
     def close(self) -> None:
         if self._pool is not None and self._pid == _process.pid:
