@@ -369,19 +369,19 @@ def test_a_hidden_dataset_is_indistinguishable_from_a_missing_one(make_app, prob
     assert not [e for e in world.app.config["MBEACON"].ledger.audit_log(limit=1000) if e["event"] == "query"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known leak, reported: with metrics_public = true, /metrics labels answer and positive "
-    "counters with every dataset id, CONTROLLED ones included, for anyone (fix in api/metrics.py)",
-)
 def test_public_metrics_do_not_name_hidden_datasets(make_app, probes) -> None:
     world = make_world(make_app, probes, metrics_public=True)
     post = world.client.post("/api/methylation", headers=world.headers["CONTROLLED"],
                              json=beacon_body({"probeId": world.probe, "datasetIds": [CTL]}))  # fmt: skip
     assert post.status_code == 200
+    public = world.client.post("/api/methylation", headers=world.headers["CONTROLLED"],
+                               json=beacon_body({"probeId": world.probe, "datasetIds": [DEMO]}))  # fmt: skip
+    assert public.status_code == 200
     text = world.client.get("/metrics").get_data(as_text=True)
-    assert "mbeacon_answers" in text
+    assert f'dataset="{DEMO}"' in text, "a PUBLIC dataset's series stay on the public page"
     assert CTL not in text
+    admin = world.client.get("/metrics", headers=world.headers["admin"]).get_data(as_text=True)
+    assert f'dataset="{CTL}"' in admin, "an admin key sees every dataset's series"
 
 
 # --- keys ---------------------------------------------------------------------------------------

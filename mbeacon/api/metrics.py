@@ -9,8 +9,17 @@ process) the default registry is used.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 
 REQUESTS = Counter("mbeacon_http_requests", "HTTP requests answered", ["method", "endpoint", "status"])
 LATENCY = Histogram(
@@ -24,12 +33,28 @@ POSITIVES = Counter("mbeacon_positives_spent", "SVT² positives (data answers) s
 REFUSALS = Counter("mbeacon_refusals", "Requests refused", ["reason"])
 
 
-def exposition() -> tuple[bytes, str]:
-    """The metrics page: summed over worker processes in multiprocess mode."""
+class _WithoutDatasets:
+    """A registry view that leaves out the samples labelled with one of ``hidden`` datasets."""
+
+    def __init__(self, registry: Any, hidden: frozenset[str]) -> None:
+        self.registry = registry
+        self.hidden = hidden
+
+    def collect(self) -> Iterator[Any]:
+        for metric in self.registry.collect():  # fresh objects on every call: safe to trim
+            metric.samples = [s for s in metric.samples if s.labels.get("dataset") not in self.hidden]
+            yield metric
+
+
+def exposition(hidden_datasets: frozenset[str] = frozenset()) -> tuple[bytes, str]:
+    """The metrics page: summed over worker processes in multiprocess mode, without the series of
+    ``hidden_datasets`` (a page served to anyone must not name a dataset above the PUBLIC tier)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+    else:
+        registry = REGISTRY
+    view = _WithoutDatasets(registry, hidden_datasets) if hidden_datasets else registry
+    return generate_latest(view), CONTENT_TYPE_LATEST

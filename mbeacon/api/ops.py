@@ -7,7 +7,7 @@ import logging
 from flask import Blueprint, Response, jsonify
 
 from mbeacon.api import metrics
-from mbeacon.api.auth import require_admin
+from mbeacon.api.auth import authenticated_user, require_admin
 from mbeacon.api.runtime import runtime
 
 bp = Blueprint("ops", __name__)
@@ -21,7 +21,8 @@ def livez():
 
 @bp.get("/readyz")
 def readyz():
-    """200 when the store and the ledger answer; 503 (with the failing part named) otherwise."""
+    """200 when the store and the ledger answer and the ledger can take writes (an SQLite ledger's file
+    system is neither read-only nor full); 503, with the failing part named, otherwise."""
     rt = runtime()
     checks = {}
     try:
@@ -44,7 +45,17 @@ def readyz():
 
 @bp.get("/metrics")
 def prometheus():
-    if not runtime().config.metrics_public:
+    """Prometheus text, for admin keys; with ``metrics_public``, for anyone, but then without the
+    series of datasets above the PUBLIC tier (their ids are not public)."""
+    rt = runtime()
+    if not rt.config.metrics_public:
         require_admin()
-    body, content_type = metrics.exposition()
+        hidden: frozenset[str] = frozenset()
+    else:
+        user = authenticated_user()
+        admin = user is not None and user.role == "admin"
+        hidden = frozenset(
+            () if admin else (d for d in rt.engine.dataset_ids() if rt.config.policy(d).tier != "PUBLIC")
+        )
+    body, content_type = metrics.exposition(hidden)
     return Response(body, content_type=content_type)
