@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -35,6 +36,9 @@ from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 from mbeacon.privacy.svt2 import SVT2State, svt2_resume, svt2_step
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import Prior, list_priors, load_prior
+
+#: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
+SETTLE_NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -143,9 +147,12 @@ class AnswerEngine:
         Every store write publishes by renaming into that folder, which changes its mtime: the
         cohorts opened so far are then dropped, so a replaced file is served from the next request
         on without a restart (requests already running finish on the old file, whose inode lives on).
+        Timestamps have a coarse tick, and two changes within one tick (rsync's temporary file
+        created, then renamed) leave one mtime: so for a second after a change nothing is kept.
         """
         stamp = os.stat(self._datasets_dir).st_mtime_ns
-        if self._ids is None or self._ids[0] != stamp:
+        settling = abs(time.time_ns() - stamp) < SETTLE_NS
+        if self._ids is None or self._ids[0] != stamp or settling:
             ids = self.store.ids()
             with self._lock:
                 self._cohorts = {}
