@@ -31,7 +31,6 @@ limit. The driver and the server share the machine's cores.
 
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 import sys
@@ -129,24 +128,12 @@ def build_store(root: Path) -> tuple[Path, str]:
 
 
 def contested_pool(store: Path, prior_name: str, extra: int = 300, seed: int = 7) -> list[loadtest.Query]:
-    """Narrow ranges holding >= 5 demo patients where the prior expects < 0.5 of 60 (SVT² answers
-    these from the data often), then ``extra`` random ranges."""
+    """The demo cohort's contested ranges (``loadtest.contested_ranges``), then ``extra`` random ranges."""
     from mbeacon.store.cohorts import CohortStore
     from mbeacon.store.demo import DEMO_DATASET
-    from mbeacon.store.priors import load_prior
 
-    cohort = CohortStore(store).open(DEMO_DATASET)
-    prior = load_prior(store, prior_name)
-    ids = cohort.probe_ids
-    values = cohort.rows(np.arange(len(ids)))
-    pool: list[loadtest.Query] = []
-    for q, width in itertools.product((30, 40, 50, 60, 70), (0.01, 0.02, 0.03)):
-        centre = np.nanpercentile(values, q, axis=1)
-        lo, hi = np.clip(centre - width / 2, 0, 1), np.clip(centre + width / 2, 0, 1)
-        alpha = np.sum((values >= lo[:, None]) & (values <= hi[:, None]), axis=1)
-        beta = cohort.n_patients * prior.probability(ids, lo, hi)
-        for i in np.flatnonzero((alpha >= 5) & (beta < 0.5)):
-            pool.append((str(ids[i]), round(float(lo[i]), 6), round(float(hi[i]), 6)))
+    pool = loadtest.contested_ranges(store, prior_name, DEMO_DATASET)
+    ids = CohortStore(store).open(DEMO_DATASET).probe_ids
     return pool + loadtest.random_pool([str(p) for p in ids], extra, seed)
 
 

@@ -208,6 +208,32 @@ def random_pool(probes: Sequence[str], size: int, seed: int = 0) -> list[Query]:
     return pool
 
 
+def contested_ranges(store: Path, prior_name: str, dataset: str) -> list[Query]:
+    """Narrow ranges holding >= 5 of the cohort's patients where the prior expects < 0.5: SVT² answers
+    these from the data often, so a load of them fights over the budget. Reads the cohort's values,
+    so it is for tests and benchmarks on a store of their own, never for a real attack."""
+    import itertools
+
+    import numpy as np
+
+    from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.priors import load_prior
+
+    cohort = CohortStore(store).open(dataset)
+    prior = load_prior(store, prior_name)
+    ids = cohort.probe_ids
+    values = cohort.rows(np.arange(len(ids)))
+    ranges: list[Query] = []
+    for q, width in itertools.product((30, 40, 50, 60, 70), (0.01, 0.02, 0.03)):
+        centre = np.nanpercentile(values, q, axis=1)
+        lo, hi = np.clip(centre - width / 2, 0, 1), np.clip(centre + width / 2, 0, 1)
+        alpha = np.sum((values >= lo[:, None]) & (values <= hi[:, None]), axis=1)
+        beta = cohort.n_patients * prior.probability(ids, lo, hi)
+        for i in np.flatnonzero((alpha >= 5) & (beta < 0.5)):
+            ranges.append((str(ids[i]), round(float(lo[i]), 6), round(float(hi[i]), 6)))
+    return ranges
+
+
 @dataclass
 class Tally:
     """What one budget holder received on one dataset."""

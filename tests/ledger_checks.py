@@ -8,7 +8,6 @@ answer released but not committed, cache and audit rows out of step).
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
@@ -16,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import numpy as np
 
+from benchmarks.loadtest import contested_ranges
 from mbeacon.beacon.ledger import Ledger
-from mbeacon.store.cohorts import CohortStore
-from mbeacon.store.priors import load_prior
 
 DATASET = "demo-cohort"
 LOST = -1  # status recorded when the connection died (a killed worker or master): no answer received
@@ -28,20 +25,8 @@ LOST = -1  # status recorded when the connection died (a killed worker or master
 
 def contested_queries(store: Path, prior_name: str, dataset: str = DATASET) -> list[dict]:
     """Distinct narrow ranges holding >= 5 patients where the prior expects < 0.5 of the cohort."""
-    cohort = CohortStore(store).open(dataset)
-    prior = load_prior(store, prior_name)
-    ids = cohort.probe_ids
-    values = cohort.rows(np.arange(len(ids)))
-    queries = []
-    for q, width in itertools.product((30, 40, 50, 60, 70), (0.01, 0.02, 0.03)):
-        centre = np.nanpercentile(values, q, axis=1)
-        lo, hi = np.clip(centre - width / 2, 0, 1), np.clip(centre + width / 2, 0, 1)
-        alpha = np.sum((values >= lo[:, None]) & (values <= hi[:, None]), axis=1)
-        beta = cohort.n_patients * prior.probability(ids, lo, hi)
-        for i in np.flatnonzero((alpha >= 5) & (beta < 0.5)):
-            queries.append({"probeId": str(ids[i]), "minValue": round(float(lo[i]), 6),
-                            "maxValue": round(float(hi[i]), 6)})  # fmt: skip
-    return queries
+    return [{"probeId": probe, "minValue": lo, "maxValue": hi}
+            for probe, lo, hi in contested_ranges(store, prior_name, dataset)]  # fmt: skip
 
 
 def query_key(query: dict) -> tuple:

@@ -11,7 +11,6 @@ range the prior finds unlikely), so SVT² answers TOP often and the budget is co
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import sqlite3
@@ -22,18 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import numpy as np
+import ledger_checks
 import pytest
+from load_checks import private_pg_schema
 from servers import BeaconServer, write_config
 
 from mbeacon.beacon.ledger import Ledger
-from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import ensure_demo
-from mbeacon.store.priors import load_prior
 
 pytestmark = pytest.mark.slow
 
-PG_URL = os.environ.get("MBEACON_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 DATASET = "demo-cohort"
 
 
@@ -45,19 +42,7 @@ def demo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def contested_queries(demo) -> list[dict]:
     """Distinct narrow ranges holding >= 5 patients where the prior expects < 0.5 of 60."""
-    cohort = CohortStore(demo.store).open(DATASET)
-    prior = load_prior(demo.store, demo.prior)
-    ids = cohort.probe_ids
-    values = cohort.rows(np.arange(len(ids)))
-    queries = []
-    for q, width in itertools.product((30, 40, 50, 60, 70), (0.01, 0.02, 0.03)):
-        centre = np.nanpercentile(values, q, axis=1)
-        lo, hi = np.clip(centre - width / 2, 0, 1), np.clip(centre + width / 2, 0, 1)
-        alpha = np.sum((values >= lo[:, None]) & (values <= hi[:, None]), axis=1)
-        beta = cohort.n_patients * prior.probability(ids, lo, hi)
-        for i in np.flatnonzero((alpha >= 5) & (beta < 0.5)):
-            queries.append({"probeId": str(ids[i]), "minValue": round(float(lo[i]), 6),
-                            "maxValue": round(float(hi[i]), 6)})  # fmt: skip
+    queries = ledger_checks.contested_queries(demo.store, demo.prior, DATASET)
     assert len(queries) >= 400, f"only {len(queries)} contested queries in the demo cohort"
     return queries
 
@@ -125,16 +110,8 @@ def test_a_four_workers_sixteen_clients_sqlite(tmp_path, demo, contested_queries
 @pytest.fixture
 def pg_schema():
     """A private schema in the machine's PostgreSQL database ``test``; dropped afterwards."""
-    psycopg = pytest.importorskip("psycopg")
-    name = f"mbeacon_test_{uuid.uuid4().hex[:10]}"
-    try:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {name}")
-    except psycopg.OperationalError as error:
-        pytest.fail(f"PostgreSQL at {PG_URL} is required for this test: {error}")
-    yield f"{PG_URL}?options=-csearch_path%3D{name}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {name} CASCADE")
+    with private_pg_schema() as url:
+        yield url
 
 
 def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_schema):
