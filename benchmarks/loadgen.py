@@ -57,6 +57,22 @@ def build_request(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+    """One HTTP/1.1 response: its status, its body and whether the server closes the connection."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    if len(head) > MAX_HEADER_BYTES:
+        raise ValueError("response header block too large")
+    status = int(head[9:12])
+    lower = head.lower()
+    at = lower.find(b"\r\ncontent-length:")
+    if at < 0:
+        raise ValueError(f"response {status} without Content-Length")
+    end = lower.index(b"\r\n", at + 2)
+    length = int(lower[at + 17 : end])
+    body = await reader.readexactly(length) if length else b""
+    return status, body, b"\r\nconnection: close" in lower
+
+
 @dataclass(frozen=True)
 class Spread:
     """How to spread keep-alive connections evenly over a server's ``processes``.
@@ -163,19 +179,8 @@ class _Connection:
         reader, writer = self.reader, self.writer
         assert reader is not None
         writer.write(payload)
-        head = await reader.readuntil(b"\r\n\r\n")
-        if len(head) > MAX_HEADER_BYTES:
-            raise ValueError("response header block too large")
-        status = int(head[9:12])
-        lower = head.lower()
-        at = lower.find(b"\r\ncontent-length:")
-        if at < 0:
-            raise ValueError(f"response {status} without Content-Length")
-        end = lower.index(b"\r\n", at + 2)
-        length = int(lower[at + 17 : end])
-        if length:
-            await reader.readexactly(length)
-        if b"\r\nconnection: close" in lower:
+        status, _, close = await read_response(reader)
+        if close:
             self.close()
         return status
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.loadgen import MAX_HEADER_BYTES, build_request
+from benchmarks.loadgen import build_request, read_response
 
 Query = tuple[str, float, float]  # (probeId, minValue, maxValue): a query's identity in the cache
 API = "/api/methylation"
@@ -127,17 +127,8 @@ class Connection:
         assert reader is not None
         writer.write(payload)
         await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        if len(head) > MAX_HEADER_BYTES:
-            raise ValueError("response header block too large")
-        status = int(head[9:12])
-        lower = head.lower()
-        at = lower.find(b"\r\ncontent-length:")
-        if at < 0:
-            raise ValueError(f"response {status} without Content-Length")
-        end = lower.index(b"\r\n", at + 2)
-        body = await reader.readexactly(int(lower[at + 17 : end]))
-        if b"\r\nconnection: close" in lower:
+        status, body, close = await read_response(reader)
+        if close:
             self.close()
         return status, body
 
