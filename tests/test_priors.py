@@ -31,6 +31,7 @@ from mbeacon.store.priors import (
     prior_from_matrix,
     prior_from_means,
     prior_from_table_file,
+    prior_names,
     save_prior,
     storage,
 )
@@ -497,6 +498,9 @@ def test_save_load_round_trip_and_versions(tmp_path: Path, blood_prior: Prior, m
     ]
     assert listing[0]["probes"] == 20_000 and listing[0]["n_reference"] == 10 and listing[0]["sketch"] == 101
     assert listing[2]["sketch"] == 0 and listing[2]["source"] == means_prior.source
+    assert prior_names(tmp_path) == ["blood", "pop450k"]
+    (tmp_path / "priors" / "empty").mkdir()  # a folder without a version is no prior
+    assert prior_names(tmp_path) == ["blood", "pop450k"] and prior_names(tmp_path / "nowhere") == []
     # the loaded prior answers exactly like the original
     idx = np.arange(0, 20_000, 7)
     np.testing.assert_array_equal(loaded.probability(idx, 0.3, 0.7), blood_prior.probability(idx, 0.3, 0.7))

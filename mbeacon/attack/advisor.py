@@ -50,7 +50,7 @@ from mbeacon.attack.evaluate import EvaluationConfig, GridConfig, run_grid
 from mbeacon.attack.scenario import Scenario, build_scenario
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.errors import DataError
-from mbeacon.store.priors import Prior, beta_moments, list_priors, load_prior
+from mbeacon.store.priors import Prior, beta_moments, load_prior, prior_names
 from mbeacon.store.simulate import SimulationConfig
 from mbeacon.store.simulate.model import DISEASE_MEAN_RANGE, EFFECT_RANGE, MIN_CONCENTRATION
 
@@ -168,7 +168,7 @@ def choose_prior(store: Path, dataset: str, prior: str | None, service_config: A
         configured = service_config.policy(dataset).prior or service_config.default_prior
         if configured:
             return configured, "config"
-    names = sorted({p["name"] for p in list_priors(store)})
+    names = prior_names(store)
     if len(names) == 1:
         return names[0], "only prior in the store"
     if not names:

@@ -35,7 +35,7 @@ from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 from mbeacon.privacy.svt2 import SVT2State, svt2_resume, svt2_step
 from mbeacon.store.cohorts import Cohort, CohortStore
-from mbeacon.store.priors import Prior, list_priors, load_prior
+from mbeacon.store.priors import Prior, load_prior, prior_names
 
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
 SETTLE_NS = 1_000_000_000
@@ -173,7 +173,7 @@ class AnswerEngine:
         name = policy.prior or self.config.default_prior
         if name:
             return name
-        names = sorted({p["name"] for p in list_priors(self.config.store)})
+        names = prior_names(self.config.store)
         if len(names) == 1:
             return names[0]
         raise RuntimeError(

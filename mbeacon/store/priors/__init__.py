@@ -48,7 +48,7 @@ from mbeacon.store.priors.build import (
 from mbeacon.store.priors.model import Prior
 from mbeacon.store.priors.names import check_name
 from mbeacon.store.priors.sd_model import SdModel, learn_sd_model
-from mbeacon.store.priors.storage import list_priors, load_prior, save_prior
+from mbeacon.store.priors.storage import list_priors, load_prior, prior_names, save_prior
 from mbeacon.store.priors.table_files import iter_table_file
 
 __all__ = [
@@ -66,5 +66,6 @@ __all__ = [
     "prior_from_matrix",
     "prior_from_means",
     "prior_from_table_file",
+    "prior_names",
     "save_prior",
 ]

@@ -8,7 +8,7 @@ A version saved before checksums existed has none and is read unchecked.
 A version is never overwritten: :func:`save_prior` picks ``k = 1 + latest`` under an exclusive file lock
 (two writers never pick the same version) and publishes the file atomically
 (:mod:`mbeacon.store.atomic`), so a failure leaves no new version behind. :func:`list_priors` reads only
-the files' headers.
+the files' headers (after their checksums); :func:`prior_names` opens no file.
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ from mbeacon.store.errors import DataError
 from mbeacon.store.priors.model import Prior
 from mbeacon.store.priors.names import _NAME, check_name
 
-__all__ = ["FILE_FORMAT", "FILE_FORMAT_VERSION", "PRIORS_DIR", "list_priors", "load_prior", "save_prior"]
+__all__ = [
+    "FILE_FORMAT",
+    "FILE_FORMAT_VERSION",
+    "PRIORS_DIR",
+    "list_priors",
+    "load_prior",
+    "prior_names",
+    "save_prior",
+]
 
 PRIORS_DIR = "priors"
 FILE_FORMAT = "mbeacon-prior"
@@ -141,7 +149,7 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
     directory = _prior_dir(store_dir, name)
     versions = _versions(directory)
     if not versions:
-        known = [entry["name"] for entry in list_priors(store_dir)]
+        known = prior_names(store_dir)
         hint = f"; known: {', '.join(sorted(set(known)))}" if known else "; the store has no priors"
         raise DataError(f"no prior named {name!r}{hint}")
     if version is None:
@@ -170,6 +178,15 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
         created=str(attrs["created"]),
         **fields,
     )
+
+
+def prior_names(store_dir: Any) -> list[str]:
+    """The names of the stored priors that have a version, sorted; from the folders, opening no file
+    (the service resolves a dataset's prior by name at every request)."""
+    root = Path(store_dir) / PRIORS_DIR
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and _versions(p))
 
 
 def list_priors(store_dir: Any) -> list[dict[str, Any]]:
