@@ -7,7 +7,6 @@ copies with other policies) is built once per module.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -19,9 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 from flask import Flask
+from log_capture import capture_logs
 
 from mbeacon.api import ratelimit
-from mbeacon.api.logs import JsonFormatter
 from mbeacon.beacon.config import ConfigError
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import CohortStore
@@ -572,7 +571,7 @@ def test_unprotected_mechanism_needs_explicit_consent(make_app, probes) -> None:
     unprotected = {DEMO: {**POLICY, "mechanism": "none"}}
     with pytest.raises(ConfigError, match="allow_unprotected"):
         make_app(datasets=unprotected)
-    records = _capture_logs()
+    records = capture_logs()
     try:
         app = make_app(datasets={DEMO: {**POLICY, "mechanism": "none", "allow_unprotected": True}})
     finally:
@@ -593,14 +592,6 @@ def test_unprotected_mechanism_needs_explicit_consent(make_app, probes) -> None:
 Z1, Z2 = 7.3190482651, -4.2871539046
 
 
-def _capture_logs() -> logging.StreamHandler:
-    handler = logging.StreamHandler(io.StringIO())
-    handler.setFormatter(JsonFormatter())
-    handler.setLevel(logging.DEBUG)
-    logging.getLogger("mbeacon").addHandler(handler)
-    return handler
-
-
 def _keys_in(value) -> set[str]:
     if isinstance(value, dict):
         return set(value) | {k for v in value.values() for k in _keys_in(v)}
@@ -610,7 +601,7 @@ def _keys_in(value) -> set[str]:
 
 
 def test_no_thresholds_or_keys_in_responses_or_logs(make_app, probes, fresh) -> None:
-    handler = _capture_logs()
+    handler = capture_logs()
     try:
         app = make_app()
         rt = app.config["MBEACON"]

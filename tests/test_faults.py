@@ -517,6 +517,15 @@ def _assert_cli_refused(result: subprocess.CompletedProcess, reason: str) -> Non
     assert result.stderr.startswith("error:") and reason in result.stderr.lower(), result.stderr
 
 
+def _ledger_with_alice(path: Path) -> tuple[str, dict[str, str]]:
+    """A new SQLite ledger at ``path`` with the user alice: its URL and ``{"alice": key}``."""
+    url = f"sqlite:///{path}"
+    ledger = Ledger.open(url)
+    keys = {"alice": ledger.add_user("alice")}
+    ledger.close()
+    return url, keys
+
+
 def _budget(url: str, key: str) -> dict:
     response = httpx.get(f"{url}/api/budget", headers={"Authorization": f"Bearer {key}"}, timeout=60)
     assert response.status_code == 200, response.text
@@ -527,10 +536,7 @@ def test_disk_full_ledger_refuses_cleanly_and_recovers(tmp_path, demo, contested
     """Full file system under the ledger: every query refused with 503, nothing spent, reads fine,
     /readyz 503; once space is freed the same server (no restart) answers again."""
     path = small_fs / "ledger.sqlite3"
-    url = f"sqlite:///{path}"
-    ledger = Ledger.open(url)
-    keys = {"alice": ledger.add_user("alice")}
-    ledger.close()
+    url, keys = _ledger_with_alice(path)
     c = 40
     config = _config(tmp_path, demo, url, c=c)
     queries = iter(contested)
@@ -605,10 +611,7 @@ def test_read_only_ledger_refuses_cleanly(tmp_path, demo, contested, ext4_fs):
     and nothing committed is lost. Mounted read-only at start, ``mbeacon serve`` refuses to start."""
     where, image = ext4_fs
     path = where / "ledger.sqlite3"
-    url = f"sqlite:///{path}"
-    ledger = Ledger.open(url)
-    keys = {"alice": ledger.add_user("alice")}
-    ledger.close()
+    url, keys = _ledger_with_alice(path)
     c = 40
     config = _config(tmp_path, demo, url, c=c)
     queries = iter(contested)

@@ -306,6 +306,18 @@ def test_manifest_reader_raises_only_ingest_error(request) -> None:
 # --- priors -----------------------------------------------------------------------------------------
 
 
+def _check_prior_file(build, data: bytes, name: str, model) -> None:
+    """``build`` (a prior from a file) on ``data`` gives DataError or a prior with means in [0, 1]."""
+    with scratch() as folder:
+        try:
+            prior = build(write(folder, name, data), name="fuzzed", sd_model=model)
+        except DataError as error:
+            assert str(error)
+        else:
+            finite = prior.mean[np.isfinite(prior.mean)]
+            assert ((finite >= 0) & (finite <= 1)).all()
+
+
 def test_reference_table_for_a_prior_raises_only_data_error(request) -> None:
     from mbeacon.store.priors import learn_sd_model, prior_from_table_file
 
@@ -315,14 +327,7 @@ def test_reference_table_for_a_prior_raises_only_data_error(request) -> None:
     @given(data=st.one_of(file_bytes(TABLE, _seed("quoted")), packed(semantic_table())),
            name=st.sampled_from(["t.csv", "t.tsv", "t.csv.gz"]))  # fmt: skip
     def check(data: bytes, name: str) -> None:
-        with scratch() as folder:
-            try:
-                prior = prior_from_table_file(write(folder, name, data), name="fuzzed", sd_model=model)
-            except DataError as error:
-                assert str(error)
-            else:
-                finite = prior.mean[np.isfinite(prior.mean)]
-                assert ((finite >= 0) & (finite <= 1)).all()
+        _check_prior_file(prior_from_table_file, data, name, model)
 
     check()
 
@@ -336,14 +341,7 @@ def test_means_file_raises_only_data_error(request) -> None:
     @given(data=st.one_of(file_bytes(MEANS), packed(semantic_table(["probe_id", "mean_beta"]))),
            name=st.sampled_from(["m.csv", "m.tsv", "m.csv.gz"]))  # fmt: skip
     def check(data: bytes, name: str) -> None:
-        with scratch() as folder:
-            try:
-                prior = import_means_file(write(folder, name, data), name="fuzzed", sd_model=model)
-            except DataError as error:
-                assert str(error)
-            else:
-                finite = prior.mean[np.isfinite(prior.mean)]
-                assert ((finite >= 0) & (finite <= 1)).all()
+        _check_prior_file(import_means_file, data, name, model)
 
     check()
 

@@ -39,8 +39,9 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 from flask import Flask
+from log_capture import capture_logs
 
-from mbeacon.api.logs import JsonFormatter, redact
+from mbeacon.api.logs import redact
 from mbeacon.beacon import keys
 from mbeacon.beacon.config import TIERS
 from mbeacon.cli import main as cli_main
@@ -387,18 +388,9 @@ def test_public_metrics_do_not_name_hidden_datasets(make_app, probes) -> None:
 # --- keys ---------------------------------------------------------------------------------------
 
 
-def _capture_logs() -> logging.StreamHandler:
-    """The ``mbeacon`` loggers do not propagate (caplog cannot see them): attach the JSON handler."""
-    handler = logging.StreamHandler(io.StringIO())
-    handler.setFormatter(JsonFormatter())
-    handler.setLevel(logging.DEBUG)
-    logging.getLogger("mbeacon").addHandler(handler)
-    return handler
-
-
 @pytest.fixture
 def captured_logs() -> Iterator[io.StringIO]:
-    handler = _capture_logs()
+    handler = capture_logs()
     yield handler.stream
     logging.getLogger("mbeacon").removeHandler(handler)
 
