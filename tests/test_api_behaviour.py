@@ -22,6 +22,7 @@ from log_capture import capture_logs
 
 from mbeacon.api import ratelimit
 from mbeacon.beacon.config import ConfigError
+from mbeacon.beacon.query import MethylationQuery
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import DEMO_DATASET
@@ -271,6 +272,22 @@ def test_batch_is_answered_in_order_and_duplicates_once(app, probes) -> None:
         post(client, key, [{**q[0], "datasetIds": [PRIOR, DEMO]}, {**q[1], "datasetIds": [DEMO]}])
     )
     assert [(rs["info"]["queryIndex"], rs["id"]) for rs in both] == [(0, DEMO), (0, PRIOR), (1, DEMO)]
+
+
+def test_a_query_alone_sees_what_it_sees_in_a_batch(app, probes) -> None:
+    """alpha and beta of a single query (the plain-float path) equal those of the same query in a
+    batch (the array path): a query's answer cannot depend on how it was sent."""
+    engine = app.config["MBEACON"].engine
+    queries = [
+        MethylationQuery(probe, None, None, lo, hi, None)
+        for probe in [*probes[:20], "cgNOTINTHECOHORT"]
+        for lo, hi in [(0.0, 1.0), (0.25, 0.75), (0.6, 0.2), (0.1234567, 0.1234568), (0.5, 0.5)]
+    ]
+    batch = engine._work(DEMO, list(range(len(queries))), queries, "boolean")
+    for i, query in enumerate(queries):
+        alone = engine._work(DEMO, [0], [query], "boolean")
+        assert (alone.alpha[0], alone.beta[0]) == (batch.alpha[i], batch.beta[i]), query
+        assert (alone.keys[0], alone.audit_texts[0]) == (batch.keys[i], batch.audit_texts[i])
 
 
 def test_budget_fields_agree_everywhere(app, fresh) -> None:

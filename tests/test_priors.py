@@ -767,3 +767,23 @@ def test_small_queries_give_bit_identical_answers(blood_prior: Prior, rows: list
         np.repeat(pos[:1], 9), np.repeat(sample[3:4].astype(np.float64), 9), np.repeat(sample[7:8], 9)
     )
     assert np.array_equal(at_reference, vector[:1])
+
+
+_BOUND = st.one_of(
+    st.floats(-0.5, 1.5, allow_nan=False),
+    st.sampled_from([0.0, 1.0, 0.5, -np.inf, np.inf, np.nan]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(row=st.integers(-1, 2_000), lo=_BOUND, hi=_BOUND, empirical=st.booleans())
+def test_probability_one_is_the_array_path_bit_for_bit(
+    blood_prior: Prior, means_prior: Prior, row: int, lo: float, hi: float, empirical: bool
+) -> None:
+    """The single-query path gives the very float of :meth:`Prior.probability` (NaN where it does),
+    for known and unknown probes, reversed, open and non-finite bounds, with and without a sketch."""
+    prior = blood_prior if empirical else means_prior
+    probe = str(prior.probe_ids[row]) if 0 <= row < len(prior) else f"cgUNKNOWN{row}"
+    one = prior.probability_one(probe, lo, hi)
+    array = float(prior.probability(np.array([probe]), lo, hi)[0])
+    assert one == array or (np.isnan(one) and np.isnan(array))

@@ -15,6 +15,8 @@ import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mbeacon.cli import main
 from mbeacon.store import atomic
@@ -170,6 +172,9 @@ def test_compressed_files_are_read_through_h5py(store: CohortStore):
     cohort = store.open("d1")
     np.testing.assert_array_equal(cohort.rows([7, 3, 7]), values[[7, 3, 7]])
     assert cohort._map is None  # compressed chunks cannot be memory-mapped
+    lo, hi = np.array([0.1, 0.3, 0.0]), np.array([0.6, 0.9, 1.0])
+    counts = cohort.count_in_range(np.array([7, 3, 999]), lo, hi).tolist()
+    assert [cohort.count_one(r, a, b) for r, a, b in zip([7, 3, 999], lo, hi, strict=True)] == counts
 
 
 _KILL_SCRIPT = textwrap.dedent(
@@ -247,3 +252,46 @@ def test_a_store_path_that_is_a_file_is_refused_clearly(tmp_path: Path):
     blocker.write_text("not a store")
     with pytest.raises(DataError, match="cannot create a store here"):
         CohortStore(blocker, create=True)
+
+
+@pytest.fixture(scope="module")
+def mapped_cohort(tmp_path_factory: pytest.TempPathFactory):
+    """A memory-mapped cohort of 1,000 probes x 7 patients, 5 % missing, and its values."""
+    store = CohortStore(tmp_path_factory.mktemp("mapped") / "store", create=True)
+    _, _, values, _ = _write(store)
+    cohort = store.open("d1")
+    assert cohort.n_probes == 1000 and cohort._map is not None  # opened, and mapped
+    return cohort, values
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    row=st.integers(0, 999),
+    lo=st.floats(-0.2, 1.2, allow_nan=False),
+    width=st.floats(-0.1, 1.0, allow_nan=False),
+    probe=st.one_of(st.sampled_from(["nope", "", "cg" + "9" * 70, "cg0000000é"]), st.text(max_size=12)),
+)
+def test_single_query_paths_equal_the_array_paths(
+    mapped_cohort, row: int, lo: float, width: float, probe: str
+) -> None:
+    """``probe_row`` and ``count_one`` (one query, no arrays) answer as ``probe_index`` and
+    ``count_in_range`` do, missing values and float32 edges included."""
+    cohort, values = mapped_cohort
+    hi = lo + width
+    for edge in (lo, hi, float(values[row][0])):  # a bound exactly on a stored value counts it
+        assert cohort.count_one(row, edge, hi) == cohort.count_in_range(np.array([row]), [edge], [hi])[0]
+    assert cohort.count_one(row, lo, hi) == cohort.count_in_range(np.array([row]), [lo], [hi])[0]
+    probe_id = f"cg{row:08d}"
+    assert cohort.probe_row(probe_id) == row == cohort.probe_index([probe_id])[0]
+    try:
+        expected = int(cohort.probe_index([probe])[0])
+    except UnicodeEncodeError:  # the array path cannot even look a non-ASCII id up: not there
+        expected = -1
+    assert cohort.probe_row(probe) == expected
+
+
+def test_count_one_refuses_rows_outside_the_cohort(mapped_cohort) -> None:
+    cohort, _ = mapped_cohort
+    for row in (-1, 1000):
+        with pytest.raises(IndexError):
+            cohort.count_one(row, 0.0, 1.0)

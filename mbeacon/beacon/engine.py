@@ -19,6 +19,7 @@ transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExh
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -108,8 +109,8 @@ class _Work:
     query_index: list[int]
     keys: list[str]
     probes: list[str | None]
-    alpha: np.ndarray
-    beta: np.ndarray
+    alpha: list[float]
+    beta: list[float]
     audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
 
 
@@ -227,15 +228,23 @@ class AnswerEngine:
         policy = self.config.policy(dataset)
         qs = [queries[i] for i in indices]
         probes = [self._resolve(cohort, q) for q in qs]
-        ids = np.array([p or "" for p in probes])
-        lo = np.array([q.lo for q in qs], dtype=np.float64)
-        hi = np.array([q.hi for q in qs], dtype=np.float64)
-        alpha = self._alpha(cohort, ids, lo, hi) if read_data else np.zeros(len(qs))
-        if policy.mechanism == "svt2" or not read_data:
-            # N public: never a per-probe count of non-missing values (see the module docstring)
-            beta = cohort.n_patients * self._probability(dataset, ids, lo, hi)
+        # N public: never a per-probe count of non-missing values (see the module docstring)
+        with_beta = policy.mechanism == "svt2" or not read_data
+        if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
+            q, probe = qs[0], probes[0]
+            n = cohort.n_patients
+            alpha = [float(self._alpha_one(cohort, probe, q.lo, q.hi)) if read_data else 0.0]
+            beta = [n * self._probability_one(dataset, probe, q.lo, q.hi) if with_beta else 0.0]
         else:
-            beta = np.zeros(len(qs))
+            ids = np.array([p or "" for p in probes])
+            lo = np.array([q.lo for q in qs], dtype=np.float64)
+            hi = np.array([q.hi for q in qs], dtype=np.float64)
+            alpha = self._alpha(cohort, ids, lo, hi).tolist() if read_data else [0.0] * len(qs)
+            beta = (
+                (cohort.n_patients * self._probability(dataset, ids, lo, hi)).tolist()
+                if with_beta
+                else [0.0] * len(qs)
+            )
         version = cohort.info.checksum[:16]
         keys = [_query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
         texts = [_audit_text(q, p, granularity) for p, q in zip(probes, qs, strict=True)]
@@ -253,6 +262,12 @@ class AnswerEngine:
             alpha[known] = cohort.count_in_range(rows[known], lo[known], hi[known])
         return alpha
 
+    @staticmethod
+    def _alpha_one(cohort: Cohort, probe: str | None, lo: float, hi: float) -> int:
+        """:meth:`_alpha` of one query."""
+        row = cohort.probe_row(probe or "")
+        return cohort.count_one(row, lo, hi) if row >= 0 else 0
+
     def _probability(self, dataset: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """P_prior(range) per query; the public uniform prior on [0, 1] where the prior lacks the probe,
         or for an unprotected dataset that has no prior configured."""
@@ -266,6 +281,16 @@ class AnswerEngine:
         if missing.any():
             probability = np.where(missing, np.clip(hi - lo, 0.0, 1.0), probability)
         return probability
+
+    def _probability_one(self, dataset: str, probe: str | None, lo: float, hi: float) -> float:
+        """:meth:`_probability` of one query, the same float."""
+        try:
+            probability = self.prior(dataset).probability_one(probe or "", lo, hi)
+        except RuntimeError:
+            if self.config.policy(dataset).mechanism == "svt2":
+                raise
+            probability = math.nan
+        return min(max(hi - lo, 0.0), 1.0) if math.isnan(probability) else probability
 
     def answer(
         self, principal: Principal, queries: list[MethylationQuery], granularity: str = "boolean"
@@ -364,8 +389,7 @@ class AnswerEngine:
         state, queries = account.state, account.queries
         new_rows: list[tuple[str, CachedAnswer]] = []
         if fresh:
-            all_alpha, all_beta = w.alpha.tolist(), w.beta.tolist()  # plain floats: no numpy per answer
-            alpha, beta = [all_alpha[j] for j in fresh], [all_beta[j] for j in fresh]
+            alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
             flags, state = _flags(account, alpha, beta)
             noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
             for n, j in enumerate(fresh):

@@ -159,7 +159,9 @@ def svt2_step(
     if state.halted(params):
         return UNANSWERED, state
     source = as_source(rng)
-    y, y_prime = (float(v) for v in lattice_laplace(params.query_scale, params.sensitivity, 2, source))
+    # two scalar draws: the same law as the vectorised sampler, without an array for two numbers
+    y = float(lattice_laplace(params.query_scale, params.sensitivity, None, source))
+    y_prime = float(lattice_laplace(params.query_scale, params.sensitivity, None, source))
     t = params.threshold
     agrees_low = max(alpha, beta) + y < t + state.z1
     agrees_high = min(alpha, beta) + y_prime >= t + state.z2

@@ -341,6 +341,8 @@ class Cohort:
             if self._row_starts is not None
             else None
         )
+        # the same mapping as a plain ndarray: slicing a memmap builds a memmap, which costs more
+        self._plain_map = self._map.view(np.ndarray) if self._map is not None else None
         self._h5 = None if self._map is not None else h5py.File(self.path, "r")
         self._pid = os.getpid()
 
@@ -378,6 +380,34 @@ class Cohort:
         pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
         found = sorted_ids[pos] == wanted
         return np.where(found, self._probe_order[pos], -1)
+
+    def probe_row(self, probe_id: str) -> int:
+        """Row of one probe id, -1 if the cohort lacks it: :meth:`probe_index` for a single query,
+        without its array set-up (numpy's per-call overhead is most of a one-element lookup)."""
+        self._ensure_open()
+        try:
+            wanted = probe_id.encode("ascii")
+        except UnicodeEncodeError:
+            return -1
+        if len(wanted) > ID_BYTES:
+            wanted = wanted[:ID_BYTES]  # as probe_index's conversion to S64 does
+        sorted_ids = self._sorted_ids
+        pos = int(sorted_ids.searchsorted(wanted))
+        if pos < len(sorted_ids) and sorted_ids[pos] == wanted:
+            return int(self._probe_order[pos])
+        return -1
+
+    def count_one(self, row: int, lo: float, hi: float) -> int:
+        """``alpha`` of one query: :meth:`count_in_range` for a single probe row, the same float32
+        comparisons, without fancy indexing (a memory-mapped file gives a plain slice of the row)."""
+        self._ensure_open()
+        if not 0 <= row < self._shape[0]:
+            raise IndexError("probe row out of range")
+        if self._map is None:
+            return int(self.count_in_range(np.array([row]), np.array([lo]), np.array([hi]))[0])
+        start = int(self._row_starts[row // CHUNK_ROWS]) + (row % CHUNK_ROWS) * self._shape[1]
+        values = self._plain_map[start : start + self._shape[1]]
+        return int(np.count_nonzero((values >= np.float32(lo)) & (values <= np.float32(hi))))
 
     def probes_at(self, chromosome: str, position: int) -> list[str]:
         """Probe ids at a manifest position (chromosome with or without ``chr``; empty if none)."""

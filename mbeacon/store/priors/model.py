@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -212,6 +213,25 @@ class Prior:
                 for _ in pool.map(work, starts):
                     pass
         return out.reshape(shape)
+
+    def probability_one(self, probe_id: str, lo: float, hi: float) -> float:
+        """:meth:`probability` of one (probe id, lo, hi) with the default method, the same float.
+
+        The service answers most requests one query at a time; this path does it in plain Python
+        (a binary search in the ids, :func:`_sketch_cdf_scalar` for the CDF), where the array path's
+        set-up cost several times the arithmetic.
+        """
+        if self.quantiles is None or not (math.isfinite(lo) and math.isfinite(hi)):
+            return float(self.probability(np.array([probe_id]), lo, hi)[0])
+        ids = self.probe_ids
+        pos = int(ids.searchsorted(probe_id))
+        if pos >= len(ids) or ids[pos] != probe_id:
+            return math.nan
+        if lo > hi:
+            return 0.0
+        row = self.quantiles[pos].tolist()
+        p = _sketch_cdf_scalar(row, hi, right=True) - _sketch_cdf_scalar(row, lo, right=False)
+        return min(max(p, 0.0), 1.0)
 
     def _beta_chunk(self, pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         known = pos >= 0
