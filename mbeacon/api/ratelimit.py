@@ -14,9 +14,10 @@ through uncounted, and a 500 from a closed socket).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
+
+from mbeacon.process import PROCESS
 
 log = logging.getLogger("mbeacon.ratelimit")
 WINDOW_S = 60
@@ -60,16 +61,16 @@ class RateLimiter:
     def _client(self):
         """This process's Redis client (one per pid: a forked child never uses its parent's sockets)."""
         client = self._redis
-        if client is not None and self._redis_pid == os.getpid():
+        if client is not None and self._redis_pid == PROCESS.pid:
             return client
         with self._client_lock:
-            if self._redis is None or self._redis_pid != os.getpid():
+            if self._redis is None or self._redis_pid != PROCESS.pid:
                 import redis
 
                 self._redis = redis.Redis.from_url(
                     self.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5
                 )
-                self._redis_pid = os.getpid()
+                self._redis_pid = PROCESS.pid
             return self._redis
 
     def _redis_hit(self, identity: str, window: int) -> int | None:

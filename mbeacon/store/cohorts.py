@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from mbeacon.process import PROCESS
 from mbeacon.store import atomic
 from mbeacon.store.errors import DataError, IngestError
 
@@ -324,7 +324,7 @@ class Cohort:
     # --- lazy, per-process opening ---------------------------------------------------------------
 
     def _ensure_open(self) -> None:
-        if self._pid == os.getpid():
+        if self._pid == PROCESS.pid:
             return
         with h5py.File(self.path, "r") as f:
             self._info = _info_from_attrs(f.attrs)
@@ -344,7 +344,7 @@ class Cohort:
         # the same mapping as a plain ndarray: slicing a memmap builds a memmap, which costs more
         self._plain_map = self._map.view(np.ndarray) if self._map is not None else None
         self._h5 = None if self._map is not None else h5py.File(self.path, "r")
-        self._pid = os.getpid()
+        self._pid = PROCESS.pid
 
     @property
     def info(self) -> DatasetInfo:
@@ -414,11 +414,11 @@ class Cohort:
         self._ensure_open()
         if not self._info.has_positions:
             return []
-        if self._positions is None or self._positions[0] != os.getpid():
+        if self._positions is None or self._positions[0] != PROCESS.pid:
             with h5py.File(self.path, "r") as f:
                 chrom = np.char.lower(f["chromosome"][...].astype(str))
                 chrom = np.char.replace(chrom, "chr", "")
-                self._positions = (os.getpid(), chrom, f["position"][...])
+                self._positions = (PROCESS.pid, chrom, f["position"][...])
         _, chrom, pos = self._positions
         wanted = chromosome.lower().removeprefix("chr")
         return self.probe_ids[(pos == position) & (chrom == wanted)].tolist()
