@@ -18,9 +18,12 @@ from types import SimpleNamespace
 
 import pytest
 from flask import Flask
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from log_capture import capture_logs
 
 from mbeacon.api import ratelimit
+from mbeacon.beacon import engine as engine_module
 from mbeacon.beacon.config import ConfigError
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.privacy.svt2 import SVT2State
@@ -288,6 +291,23 @@ def test_a_query_alone_sees_what_it_sees_in_a_batch(app, probes) -> None:
         alone = engine._work(DEMO, [0], [query], "boolean")
         assert (alone.alpha[0], alone.beta[0]) == (batch.alpha[i], batch.beta[i]), query
         assert (alone.keys[0], alone.audit_texts[0]) == (batch.keys[i], batch.audit_texts[i])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    probe=st.one_of(st.none(), st.text(max_size=20)),
+    resolved=st.one_of(st.none(), st.text(max_size=20)),
+    chromosome=st.one_of(st.none(), st.text(max_size=5)),
+    start=st.one_of(st.none(), st.integers(0, 10**10)),
+    lo=st.floats(0, 1),
+    hi=st.floats(0, 1),
+    granularity=st.sampled_from(["boolean", "count"]),
+)
+def test_audit_text_is_the_sorted_json_of_the_query(probe, resolved, chromosome, start, lo, hi, granularity):
+    """The audit log's text of a query is exactly ``json.dumps(..., sort_keys=True)`` of it."""
+    query = MethylationQuery(probe, chromosome, start, lo, hi, None)
+    expected = json.dumps({**query.describe(), "probe": resolved, "granularity": granularity}, sort_keys=True)
+    assert engine_module._audit_text(query, resolved, granularity) == expected
 
 
 def test_budget_fields_agree_everywhere(app, fresh) -> None:
