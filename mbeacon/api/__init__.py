@@ -21,6 +21,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from mbeacon.api import admin, docs, framework, logs, methylation, metrics, ops, responses
 from mbeacon.api.auth import AuthError, authenticated_user
+from mbeacon.api.jsonprovider import OrjsonProvider
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
 from mbeacon.beacon.config import ServiceConfig, load_config
@@ -57,6 +58,7 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
     app.config["MBEACON"] = Runtime(settings, ledger, engine, RateLimiter(settings.rate_limit_per_minute,
                                                                           settings.redis_url))  # fmt: skip
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json = OrjsonProvider(app)  # responses encoded by orjson; request bodies still by json.loads
     app.json.sort_keys = False
     if settings.trusted_proxies:
         hops = settings.trusted_proxies  # ProxyFix reads X-Forwarded-For from the right: no spoofing
