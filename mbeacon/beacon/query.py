@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 PROBE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+REFERENCE_PATTERN = r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$"
 Granularity = Literal["boolean", "count", "record"]
 IncludeResultsets = Literal["ALL", "HIT", "MISS", "NONE"]
 
@@ -40,7 +41,7 @@ class RequestParameters(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     probeId: str | None = Field(None, pattern=PROBE_PATTERN)
-    referenceName: str | None = Field(None, pattern=r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$")
+    referenceName: str | None = Field(None, pattern=REFERENCE_PATTERN)
     start: int | list[int] | None = None
     minValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     maxValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
@@ -154,10 +155,77 @@ def _describe(error: ValidationError, prefix: str) -> str:
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:
+    """``raw`` validated by the pydantic model; QueryError names the offending field under ``where``."""
     try:
         return MethylationQuery.from_parameters(RequestParameters.model_validate(raw))
     except ValidationError as error:
         raise QueryError(_describe(error, where)) from None
+
+
+_FIELDS = frozenset(RequestParameters.model_fields)
+# The model's patterns, matched as pydantic matches them (to the end of the text, no newline before it).
+_probe_id = re.compile(PROBE_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
+_reference_name = re.compile(REFERENCE_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
+_dataset_id = re.compile(DATASET_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
+_new = object.__new__
+
+
+def _plain(raw: Any) -> MethylationQuery | None:
+    """The query of ``raw`` when it is plainly valid, else None: the fast path of a batch's items.
+
+    Accepts only what ``RequestParameters`` accepts (exact JSON types, the same patterns, bounds and
+    rules) and returns what ``_parameters`` returns for it; anything else, every error included, is
+    left to the model, whose messages name the field. ``tests/test_query_fastpath.py`` checks both.
+    """
+    if type(raw) is not dict or not raw.keys() <= _FIELDS:
+        return None
+    get = raw.get
+    probe = get("probeId")
+    chromosome = get("referenceName")
+    start = get("start")
+    if probe is not None:
+        if type(probe) is not str or chromosome is not None or start is not None or not _probe_id(probe):
+            return None
+    else:
+        if type(chromosome) is not str or not _reference_name(chromosome):
+            return None
+        if type(start) is list and len(start) == 1:
+            start = start[0]
+        if type(start) is not int or not 0 <= start < 2**31:
+            return None
+    lo = get("minValue")
+    if lo is None:
+        lo = 0.0
+    elif (type(lo) is float or type(lo) is int) and 0.0 <= lo <= 1.0:  # NaN and infinities fail here
+        lo = float(lo)
+    else:
+        return None
+    hi = get("maxValue")
+    if hi is None:
+        hi = 1.0
+    elif (type(hi) is float or type(hi) is int) and lo <= hi <= 1.0:
+        hi = float(hi)
+    else:
+        return None
+    ids = get("datasetIds")
+    if ids is not None:
+        if type(ids) is not list or len(ids) > 100:
+            return None
+        for item in ids:
+            if type(item) is not str or not _dataset_id(item):
+                return None
+        ids = tuple(dict.fromkeys(ids)) if ids else None
+    # MethylationQuery(...) without the frozen dataclass's per-field object.__setattr__ (a third of
+    # the cost of an item); the test checks that this sets every field, and only the fields.
+    query = _new(MethylationQuery)
+    fields = query.__dict__
+    fields["probe"] = probe
+    fields["chromosome"] = chromosome
+    fields["start"] = start
+    fields["lo"] = lo
+    fields["hi"] = hi
+    fields["datasets"] = ids
+    return query
 
 
 def parse_body(body: Any, *, max_batch: int) -> ParsedRequest:
@@ -175,9 +243,9 @@ def parse_body(body: Any, *, max_batch: int) -> ParsedRequest:
             raise QueryError(f"{where}: the batch is empty")
         if len(raw) > max_batch:
             raise QueryError(f"{where}: {len(raw)} queries; at most {max_batch} per request")
-        queries = [_parameters(item, f"{where}[{i}]") for i, item in enumerate(raw)]
+        queries = [_plain(item) or _parameters(item, f"{where}[{i}]") for i, item in enumerate(raw)]
     elif isinstance(raw, dict):
-        queries = [_parameters(raw, where)]
+        queries = [_plain(raw) or _parameters(raw, where)]
     else:
         raise QueryError(f"{where}: expected an object (one query) or a list of objects (a batch)")
     return ParsedRequest(
@@ -232,7 +300,7 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
     except ValidationError as error:
         raise QueryError(_describe(error, "query")) from None
     return ParsedRequest(
-        [_parameters(values, "query.requestParameters")],
+        [_plain(values) or _parameters(values, "query.requestParameters")],
         options.requestedGranularity,
         options.includeResultsetResponses,
         False,
