@@ -81,32 +81,39 @@ def _keep(exists: bool, answered_from: str, include: str) -> bool:
 
 def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
     """A ``beaconResultsetsResponse``: one result set per (query, dataset), with its provenance."""
+    include, queries, batch = request.include, request.queries, request.batch
+    # Each result set is a copy of its dataset's template, keys already in their order, with its own
+    # values set: copying a dict is cheaper than building it key by key, and a batch lists up to
+    # max_batch x datasets result sets.
+    templates: dict[str, tuple[dict, dict]] = {}
+    for dataset, budget in result.budgets.items():
+        info = dict.fromkeys(("answeredFrom", "cached", "probeId", "range"))
+        info.update(budget)
+        outer = {"id": dataset, "setType": "dataset", "exists": None, "resultsCount": 0, "results": None}
+        templates[dataset] = (outer, info)
     result_sets = []
+    append = result_sets.append
     for answer in result.answers:
-        if not _keep(answer.exists, answer.answered_from, request.include):
+        if include != "ALL" and not _keep(answer.exists, answer.answered_from, include):
             continue
-        query = request.queries[answer.query_index]
-        info: dict[str, Any] = {
-            "answeredFrom": answer.answered_from,
-            "cached": answer.cached,
-            "probeId": answer.probe,
-            "range": [query.lo, query.hi],
-            **result.budgets[answer.dataset],
-        }
+        query = queries[answer.query_index]
+        outer, info = templates[answer.dataset]
+        info = info.copy()
+        info["answeredFrom"] = answer.answered_from
+        info["cached"] = answer.cached
+        info["probeId"] = answer.probe
+        info["range"] = [query.lo, query.hi]
         if answer.exhausted:
             info["budgetExhausted"] = True
-        if request.batch:
+        if batch:
             info["queryIndex"] = answer.query_index
-        result_sets.append(
-            {
-                "id": answer.dataset,
-                "setType": "dataset",
-                "exists": answer.exists,
-                "resultsCount": answer.count if answer.count is not None else 0,
-                "results": [],
-                "info": info,
-            }
-        )
+        result_set = outer.copy()
+        result_set["exists"] = answer.exists
+        if answer.count is not None:
+            result_set["resultsCount"] = answer.count
+        result_set["results"] = []
+        result_set["info"] = info
+        append(result_set)
     summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
     if result.granularity == "count" and not request.batch:
         summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)

@@ -1,0 +1,149 @@
+"""``methylation_response`` builds each result set from a per-dataset template; the document must be
+the one built key by key (the reference below, the function as it was): same keys, order and values.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from flask import Flask
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mbeacon.api.responses import (
+    METHYLATION_SCHEMA,
+    _keep,
+    methylation_response,
+    request_summary,
+    response_meta,
+)
+from mbeacon.beacon.engine import Answer, AnswerSet
+from mbeacon.beacon.query import MethylationQuery, ParsedRequest
+
+_APP = Flask(__name__)
+_APP.config["MBEACON"] = SimpleNamespace(config=SimpleNamespace(beacon_id="org.example.beacon"))
+
+
+def reference(request: ParsedRequest, result: AnswerSet) -> dict:
+    """The response built key by key, one dict literal per result set."""
+    result_sets = []
+    for answer in result.answers:
+        if not _keep(answer.exists, answer.answered_from, request.include):
+            continue
+        query = request.queries[answer.query_index]
+        info: dict[str, Any] = {
+            "answeredFrom": answer.answered_from,
+            "cached": answer.cached,
+            "probeId": answer.probe,
+            "range": [query.lo, query.hi],
+            **result.budgets[answer.dataset],
+        }
+        if answer.exhausted:
+            info["budgetExhausted"] = True
+        if request.batch:
+            info["queryIndex"] = answer.query_index
+        result_sets.append(
+            {
+                "id": answer.dataset,
+                "setType": "dataset",
+                "exists": answer.exists,
+                "resultsCount": answer.count if answer.count is not None else 0,
+                "results": [],
+                "info": info,
+            }
+        )
+    summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
+    if result.granularity == "count" and not request.batch:
+        summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)
+    return {
+        "meta": response_meta(
+            result.granularity,
+            request_summary(request.granularity, request.include, request.api_version),
+            [METHYLATION_SCHEMA],
+        ),
+        "responseSummary": summary,
+        "response": {"resultSets": result_sets},
+        "info": {"budgets": result.budgets, "refused": result.refused, "queries": len(request.queries)},
+    }
+
+
+DATASETS = ["demo-cohort", "controlled-cohort", "third"]
+budgets = st.fixed_dictionaries(
+    {
+        "positivesUsed": st.integers(0, 20),
+        "positivesTotal": st.integers(1, 20),
+        "epsilonSpent": st.floats(0, 10),
+        "epsilonTotal": st.floats(0.1, 10),
+        "mechanism": st.sampled_from(["svt2", "none"]),
+    },
+    optional={"threshold": st.integers(0, 9), "variant": st.sampled_from(["redraw", "listing"])},
+)
+
+
+@st.composite
+def cases(draw) -> tuple[ParsedRequest, AnswerSet]:
+    n = draw(st.integers(1, 6))
+    bounds = draw(st.lists(st.tuples(st.floats(0, 0.5), st.floats(0.5, 1)), min_size=n, max_size=n))
+    queries = [MethylationQuery(f"cg{i:08d}", None, None, lo, hi, None) for i, (lo, hi) in enumerate(bounds)]
+    datasets = draw(st.lists(st.sampled_from(DATASETS), min_size=1, max_size=3, unique=True))
+    answers = [
+        Answer(
+            i,
+            dataset,
+            draw(st.none() | st.just(queries[i].probe)),
+            draw(st.booleans()),
+            draw(st.sampled_from(["prior", "data", "refused"])),
+            draw(st.none() | st.integers(0, 100)),
+            draw(st.booleans()),
+            draw(st.booleans()),
+        )
+        for i in range(n)
+        for dataset in datasets
+        if draw(st.integers(0, 5))
+    ]
+    request = ParsedRequest(
+        queries,
+        draw(st.sampled_from(["boolean", "count", "record"])),
+        draw(st.sampled_from(["ALL", "HIT", "MISS", "NONE"])),
+        draw(st.booleans()),
+        draw(st.sampled_from(["v2.0.0", "v2.1"])),
+    )
+    result = AnswerSet(
+        answers,
+        {d: draw(budgets) for d in datasets},
+        draw(st.sampled_from(["boolean", "count"])),
+        refused=draw(st.integers(0, 3)),
+    )
+    return request, result
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_response_is_the_one_built_key_by_key(case) -> None:
+    request, result = case
+    with _APP.app_context():
+        ours, expected = methylation_response(request, result), reference(request, result)
+    assert json.dumps(ours) == json.dumps(expected)  # keys, their order and values
+    assert ours == expected
+
+
+def test_result_sets_share_no_mutable_part() -> None:
+    queries = [
+        MethylationQuery("cg1", None, None, 0.1, 0.2, None),
+        MethylationQuery("cg2", None, None, 0.3, 0.4, None),
+    ]
+    budget = {"positivesUsed": 1, "positivesTotal": 5, "epsilonSpent": 0.1, "epsilonTotal": 1.0}
+    answers = [Answer(i, "d", q.probe, True, "data", None) for i, q in enumerate(queries)]
+    request = ParsedRequest(queries, "boolean", "ALL", True)
+    with _APP.app_context():
+        document = methylation_response(request, AnswerSet(answers, {"d": budget}, "boolean"))
+    first, second = document["response"]["resultSets"]
+    assert first is not second and first["info"] is not second["info"]
+    assert first["results"] is not second["results"]
+    first["info"]["positivesUsed"] = 99
+    first["results"].append("x")
+    assert second["info"]["positivesUsed"] == 1 and second["results"] == [] and budget["positivesUsed"] == 1
+    assert (first["info"]["queryIndex"], second["info"]["queryIndex"]) == (0, 1)
+    assert (first["info"]["range"], second["info"]["range"]) == ([0.1, 0.2], [0.3, 0.4])
