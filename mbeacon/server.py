@@ -15,6 +15,8 @@ directory must be set before anything imports the app.
   lazily, per process id. Noise needs nothing: it is read from the OS CSPRNG on every draw, with no
   generator state that a fork could duplicate (docs/noise.md; a test checks it on a real server).
   Prior evaluation runs single-threaded per worker (workers already use the cores).
+* **Worker ready** (``post_worker_init``): what start-up built is frozen out of the garbage
+  collector's full collections.
 * **Exit** (``child_exit``): a dead worker's metric files are marked so gauges stay correct.
 """
 
@@ -59,6 +61,16 @@ def post_fork(server: Any, worker: Any) -> None:
     model.THREADS = 1
 
 
+def post_worker_init(worker: Any) -> None:
+    """The objects of start-up (modules, the app, the prior's arrays) leave the garbage collector's
+    view: a full collection no longer walks them all, which cost a 1,000-query batch 7-14 ms of CPU
+    on average (one full collection of ~160k objects, ~100 ms, every 10-15 batches)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def child_exit(server: Any, worker: Any) -> None:
     from prometheus_client import multiprocess
 
@@ -93,6 +105,7 @@ def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: 
         "limit_request_field_size": 8190,
         "on_starting": on_starting,
         "post_fork": post_fork,
+        "post_worker_init": post_worker_init,
         "child_exit": child_exit,
     }
 
