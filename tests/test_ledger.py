@@ -138,6 +138,71 @@ def test_concurrent_start_ups_migrate_once(database_url: str) -> None:
             ledger.close()
 
 
+def _sqlite_tables(path: Path) -> dict[str, str]:
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+
+
+def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written by version 1 comes out of the upgrade with every row, an audit log that still
+    refuses changes and ids that keep growing, in tables of the new layout."""
+    path = tmp_path / "ledger.sqlite3"
+    with monkeypatch.context() as old:  # this MBeacon as it was at version 1
+        old.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        old.setattr(schema, "LATEST", 1)
+        v1 = Ledger.open(f"sqlite:///{path}")
+    try:
+        for name in ("alice", "bob"):
+            v1.add_user(name)
+        with v1.db.transaction() as tx:
+            for holder in ("user:alice", "user:bob"):
+                account = v1.lock_account(tx, holder, "demo", lambda: PARAMS)
+                state = account.state
+                v1.save_account(tx, account, SVT2State(state.z1, state.z2, state.count + 2), 7)
+                v1.store_answers(tx, holder, "demo", [("k1", CachedAnswer(True, "data", None)),
+                                                      ("k2", CachedAnswer(False, "prior", 3))])  # fmt: skip
+            v1.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo", '{"q": 1}', "data", False)])
+        accounts_before = v1.accounts()
+        with v1.db.transaction(write=False) as tx:
+            rows_before = {
+                table: sorted(tx.execute(f"SELECT * FROM {table}").fetchall())
+                for table in ("users", "accounts", "answers", "audit_log", "budget_overrides")
+            }
+        assert "AUTOINCREMENT" in _sqlite_tables(path)["audit_log"]
+    finally:
+        v1.close()
+    assert rows_before["answers"] and rows_before["audit_log"]
+
+    ledger = Ledger.open(f"sqlite:///{path}")  # start-up upgrades to the latest version
+    try:
+        assert schema.current_version(ledger.db) == schema.LATEST
+        with ledger.db.transaction(write=False) as tx:
+            for table, rows in rows_before.items():
+                assert sorted(tx.execute(f"SELECT * FROM {table}").fetchall()) == rows, table
+        assert ledger.accounts() == accounts_before
+        tables = _sqlite_tables(path)
+        assert tables["accounts"].rstrip().endswith("WITHOUT ROWID")
+        assert tables["answers"].rstrip().endswith("WITHOUT ROWID")
+        assert "AUTOINCREMENT" not in tables["audit_log"]
+        assert not {name for name in tables if name.endswith("_rebuilt")}
+        with ledger.db.transaction() as tx:
+            assert ledger.cached_answers(tx, "user:bob", "demo", ["k2", "k3"]) == {
+                "k2": CachedAnswer(False, "prior", 3)
+            }
+            ledger.append_audit(tx, [AuditRow("query", "bob", "user:bob", "demo", '{"q": 2}', "prior", True)])
+        ids = [row[0] for row in audit_rows(ledger)]
+        assert ids == sorted(set(ids)) and ids[-1] > max(row[0] for row in rows_before["audit_log"])
+        for statement in ("UPDATE audit_log SET event = 'nothing'", "DELETE FROM audit_log WHERE id = 1"):
+            with pytest.raises(REFUSED, match="append-only"), ledger.db.transaction() as tx:
+                tx.execute(statement)
+        with pytest.raises(REFUSED), ledger.db.transaction() as tx:  # the primary keys still hold
+            ledger.store_answers(tx, "user:bob", "demo", [("k1", CachedAnswer(True, "data", None))])
+    finally:
+        ledger.close()
+
+
 def test_sqlite_start_up_waits_for_a_concurrent_writer(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite3"
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

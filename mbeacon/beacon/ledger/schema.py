@@ -15,6 +15,9 @@ Tables:
 * ``budget_overrides``: operator-set parameters for one budget holder and dataset.
 * ``audit_log``: append-only (triggers refuse UPDATE and DELETE) record of queries and operator
   actions; never thresholds, keys or raw counts.
+
+Version 2 changes only how SQLite stores three of them (see ``_SQLITE_V2``); PostgreSQL's tables are
+as version 1 made them.
 """
 
 from __future__ import annotations
@@ -99,10 +102,53 @@ _POSTGRES_V1 = [
        FOR EACH STATEMENT EXECUTE FUNCTION mbeacon_audit_append_only()""",
 ]
 
+
+def _sqlite_rebuild(table: str, create: str, columns: str) -> list[str]:
+    """Statements that rebuild ``table`` as ``create`` (a CREATE TABLE of ``<table>_rebuilt``),
+    keeping every row. Dropping a table drops its triggers before its rows, so none fires."""
+    return [
+        create,
+        f"INSERT INTO {table}_rebuilt ({columns}) SELECT {columns} FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE {table}_rebuilt RENAME TO {table}",
+    ]
+
+
+_AUDIT_APPEND_ONLY = _SQLITE_V1[-2:]  # the two triggers, dropped with the old table
+
+# Version 2 (SQLite only): every request writes an account, a cached answer and an audit row, and
+# each B-tree a commit touches is a page more to write to the log (and, after another worker's
+# commit has emptied SQLite's page cache, to read back). The account and the answer cache become
+# WITHOUT ROWID tables (the row lives in its primary key's B-tree instead of a table plus an index);
+# the audit log drops AUTOINCREMENT, which kept a counter row in ``sqlite_sequence`` up to date on
+# every insert. AUTOINCREMENT only differs from the plain rowid in never reusing the id of a deleted
+# last row, and the triggers forbid deleting audit rows: ids still only grow.
+_SQLITE_V2 = [
+    *_sqlite_rebuild(
+        "accounts",
+        _COMMON_V1[1].replace("CREATE TABLE accounts", "CREATE TABLE accounts_rebuilt") + " WITHOUT ROWID",
+        "principal, dataset, params, z1, z2, positives, queries, created, updated",
+    ),
+    *_sqlite_rebuild(
+        "answers",
+        _COMMON_V1[2].replace("CREATE TABLE answers", "CREATE TABLE answers_rebuilt") + " WITHOUT ROWID",
+        "principal, dataset, query_key, answer_exists, answered_from, count_value, created",
+    ),
+    *_sqlite_rebuild(
+        "audit_log",
+        f"CREATE TABLE audit_log_rebuilt (id INTEGER PRIMARY KEY, {_AUDIT_COLUMNS})",
+        "id, time, event, actor, principal, dataset, query, answered_from, cached, detail",
+    ),
+    *_AUDIT_APPEND_ONLY,
+]
+
 # (version, description, {dialect: statements})
 MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
     (1, "users, accounts, answer cache, overrides, append-only audit log",
      {"sqlite": _SQLITE_V1, "postgresql": _POSTGRES_V1}),
+    (2, "SQLite: accounts and answer cache WITHOUT ROWID, audit log without AUTOINCREMENT (fewer pages "
+        "written per request)",
+     {"sqlite": _SQLITE_V2, "postgresql": []}),
 ]  # fmt: skip
 
 LATEST = MIGRATIONS[-1][0]
