@@ -7,11 +7,12 @@ cannot be reached.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -415,6 +416,61 @@ def test_audit_log_is_append_only(ledger: Ledger) -> None:
             tx.execute(statement)
     assert audit_rows(ledger) == before
     assert ledger.audit_log(limit=1)[0]["event"] == "query"
+
+
+def test_only_new_thresholds_are_synced_under_the_writer_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New secret thresholds (an account opened, a redraw) are durable before any other writer can
+    read them; a positive on unchanged thresholds is synced after the lock is released, but before
+    its transaction returns (the answer waits for it); a free answer is not synced at all."""
+    path = tmp_path / "ledger.sqlite3"
+    ledger = Ledger.open(f"sqlite:///{path}")
+    db = ledger.db
+    sync = db._sync_wal
+    lock_held_at_sync: list[bool] = []
+
+    def probing_sync() -> None:
+        fd = os.open(f"{path}.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: conflicts if held
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            lock_held_at_sync.append(False)
+        except BlockingIOError:
+            lock_held_at_sync.append(True)
+        finally:
+            os.close(fd)
+        sync()
+
+    monkeypatch.setattr(db, "_sync_wal", probing_sync)
+
+    def save(change: Callable[[SVT2State], SVT2State]) -> list[bool]:
+        with db.transaction() as tx:
+            account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+            ledger.save_account(tx, account, change(account.state), account.queries + 1)
+            inside = list(lock_held_at_sync)
+        assert lock_held_at_sync[: len(inside)] == inside
+        return lock_held_at_sync[len(inside) :]
+
+    try:
+        with db.transaction() as tx:  # opens the account: thresholds drawn
+            ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        assert lock_held_at_sync == [True]
+        assert save(lambda s: SVT2State(s.z1, s.z2, s.count + 1)) == [False]  # a positive
+        assert save(lambda s: s) == []  # a free answer
+        assert save(lambda s: SVT2State(s.z1 + 1.0, s.z2, s.count + 1)) == [True]  # redraw
+        assert ledger.account("user:alice", "demo").state.count == 2
+
+        def failing_sync() -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(db, "_sync_wal", failing_sync)
+        with pytest.raises(LedgerUnavailable, match="sync failed"):
+            save(lambda s: SVT2State(s.z1, s.z2, s.count + 1))
+        with pytest.raises(LedgerUnavailable, match="sync failed"):
+            db.ping()  # not ready until a write succeeds again
+    finally:
+        ledger.close()
 
 
 def test_concurrent_spending_serialises_on_the_account(database_url: str) -> None:

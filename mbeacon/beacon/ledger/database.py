@@ -22,6 +22,18 @@ every request), and ``lock_suffix`` says how to lock a budget account row. Choic
   pair and a lost cache entry only means the query is answered afresh. ``sqlite_sync = "full"``
   syncs every commit instead (the audit log then survives power loss too; about 3 ms per request
   on this machine's disk).
+
+  When the fsync happens: a commit that writes new secret thresholds (``tx.new_secrets``: an
+  account opened, or redrawn with the ``redraw`` variant) is synced before the writer lock is
+  released, so no other transaction can read, and answer with, thresholds that a power failure
+  could still take back (it would then answer with a second pair that the ledger never paid for).
+  A positive spent on unchanged thresholds is synced after the lock is released, so other writers
+  do not wait for the disk, and on a slow disk concurrent fsyncs share one flush; its own answer
+  still waits for the sync. Another worker may meanwhile answer from the unsynced state, but only
+  with the same threshold pair and a positive count that its own answer cannot raise without a
+  sync of its own (a positive it spends is synced before it is released, and that sync covers the
+  earlier commit too). If power fails before that sync, the ledger loses only positives whose answers
+  were never released, and every answer that was released was paid for.
 * **PostgreSQL** (several hosts): psycopg 3 with a connection pool per process; an account row is
   locked with ``SELECT ... FOR UPDATE`` inside the transaction, so hosts serialise on it. Every
   connection is checked as it leaves the pool, and a broken one (its backend terminated, the server
@@ -75,6 +87,7 @@ class Tx:
         self._cursor = cursor
         self._placeholder = placeholder
         self.durable = False  # set when the transaction changes budget state (see module docstring)
+        self.new_secrets = False  # set when it writes new secret thresholds (synced under the lock)
         self.stamp: str | None = None  # the time written into its rows, taken once (see ledger.stamp)
 
     def _sql(self, sql: str) -> str:
@@ -213,7 +226,7 @@ class SQLiteDatabase(Database):
         lock_fd = self._lock_fd() if write else None
         if lock_fd is not None:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        failed = False
+        failed = sync_after_unlock = False
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -233,6 +246,7 @@ class SQLiteDatabase(Database):
                 _quietly(conn.execute, "ROLLBACK")
                 raise
             self._commit(conn, tx)
+            sync_after_unlock = tx.durable and not tx.new_secrets and not self.sync_every_commit
         except LedgerUnavailable as error:
             if write:  # remembered for /readyz (see ping)
                 self._write_failure = (time.monotonic(), str(error))
@@ -246,12 +260,20 @@ class SQLiteDatabase(Database):
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
             if failed:  # after a disk, I/O or read-only error the next write starts on a new connection
                 self._discard()
+        if sync_after_unlock:  # a positive on unchanged thresholds: other writers need not wait
+            try:
+                self._sync_wal()
+            except OSError as error:
+                message = f"ledger database {self.path}: sync failed: {error}{self._space_problem()}"
+                self._write_failure = (time.monotonic(), message)
+                raise LedgerUnavailable(message) from error
 
     def _commit(self, conn: sqlite3.Connection, tx: Tx) -> None:
-        """COMMIT, and fsync the log first if the transaction changed budget state (module docstring)."""
+        """COMMIT, and fsync the log at once if the transaction wrote new secret thresholds (see the
+        module docstring; a positive spent on unchanged thresholds is synced after the lock)."""
         try:
             conn.execute("COMMIT")
-            if tx.durable and not self.sync_every_commit:
+            if tx.durable and tx.new_secrets and not self.sync_every_commit:
                 self._sync_wal()
         except (sqlite3.Error, OSError) as error:
             _quietly(conn.execute, "ROLLBACK")

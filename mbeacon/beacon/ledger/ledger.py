@@ -215,7 +215,7 @@ class Ledger:
     def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
         state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
         at = stamp(tx)
-        tx.durable = True  # secret thresholds are drawn: they must survive anything once used
+        tx.durable = tx.new_secrets = True  # secret thresholds are drawn: they must survive once used
         tx.execute(
             "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created, updated)"
             " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
@@ -227,7 +227,9 @@ class Ledger:
 
     def save_account(self, tx: Tx, account: Account, state: SVT2State, queries: int) -> None:
         if state != account.state:
-            tx.durable = True  # a positive spent (and, with redraw, new thresholds)
+            tx.durable = True  # a positive spent
+        if (state.z1, state.z2) != (account.state.z1, account.state.z2):
+            tx.new_secrets = True  # redraw: new thresholds
         tx.execute(
             "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, queries = ?, updated = ?"
             " WHERE principal = ? AND dataset = ?",
