@@ -226,9 +226,8 @@ def ledger_check(path: Path) -> dict[str, int]:
         audited, cached = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(cached), 0) FROM audit_log WHERE event = 'query'"
         ).fetchone()
-        positives, queries = conn.execute(
-            "SELECT COALESCE(SUM(positives), 0), COALESCE(SUM(queries), 0) FROM accounts"
-        ).fetchone()
+        (positives,) = conn.execute("SELECT COALESCE(SUM(positives), 0) FROM accounts").fetchone()
+        (queries,) = conn.execute("SELECT COUNT(*) FROM answers").fetchone()  # answers given
     return {"audited": audited, "cached": cached, "positives": positives, "account_queries": queries}
 
 

@@ -73,8 +73,8 @@ def ledger_state(app: Flask) -> tuple[list, int]:
     """Everything a request may spend or record: each account's counters and thresholds, and the audit log."""
     ledger = app.config["MBEACON"].ledger
     accounts = sorted(
-        (a.principal, a.dataset, a.queries, repr(a.state), json.dumps(a.budget(), sort_keys=True))
-        for a in ledger.accounts()
+        (a.principal, a.dataset, answers, repr(a.state), json.dumps(a.budget(), sort_keys=True))
+        for a, answers in ledger.accounts_and_answers()
     )
     return accounts, len(ledger.audit_log(limit=10_000))
 

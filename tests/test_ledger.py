@@ -144,11 +144,15 @@ def _sqlite_tables(path: Path) -> dict[str, str]:
         return dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
 
 
+KEPT = {"accounts": "principal, dataset, params, z1, z2, positives, created, updated"}  # all but queries
+
+
 def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ledger written by version 1 comes out of the upgrade with every row, an audit log that still
-    refuses changes and ids that keep growing, in tables of the new layout."""
+    """A ledger written by version 1 comes out of the upgrade with every row (the accounts without
+    their counter of answers, now counted from the cache), an audit log that still refuses changes
+    and ids that keep growing, in tables of the new layout."""
     path = tmp_path / "ledger.sqlite3"
     with monkeypatch.context() as old:  # this MBeacon as it was at version 1
         old.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
@@ -158,17 +162,19 @@ def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
         for name in ("alice", "bob"):
             v1.add_user(name)
         with v1.db.transaction() as tx:
-            for holder in ("user:alice", "user:bob"):
-                account = v1.lock_account(tx, holder, "demo", lambda: PARAMS)
-                state = account.state
-                v1.save_account(tx, account, SVT2State(state.z1, state.z2, state.count + 2), 7)
+            for holder in ("user:alice", "user:bob"):  # an account row as version 1 wrote it
+                tx.execute(
+                    "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created,"
+                    " updated) VALUES (?, 'demo', ?, 1.5, -2.25, 2, 2, '2026-01-01', '2026-01-02')",
+                    (holder, PARAMS.to_json()),
+                )
                 v1.store_answers(tx, holder, "demo", [("k1", CachedAnswer(True, "data", None)),
                                                       ("k2", CachedAnswer(False, "prior", 3))])  # fmt: skip
             v1.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo", '{"q": 1}', "data", False)])
         accounts_before = v1.accounts()
         with v1.db.transaction(write=False) as tx:
             rows_before = {
-                table: sorted(tx.execute(f"SELECT * FROM {table}").fetchall())
+                table: sorted(tx.execute(f"SELECT {KEPT.get(table, '*')} FROM {table}").fetchall())
                 for table in ("users", "accounts", "answers", "audit_log", "budget_overrides")
             }
         assert "AUTOINCREMENT" in _sqlite_tables(path)["audit_log"]
@@ -182,6 +188,7 @@ def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
         with ledger.db.transaction(write=False) as tx:
             for table, rows in rows_before.items():
                 assert sorted(tx.execute(f"SELECT * FROM {table}").fetchall()) == rows, table
+        assert ledger.accounts_and_answers("user:bob") == [(ledger.account("user:bob", "demo"), 2)]
         assert ledger.accounts() == accounts_before
         tables = _sqlite_tables(path)
         assert tables["accounts"].rstrip().endswith("WITHOUT ROWID")
@@ -299,10 +306,10 @@ def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     with ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
         assert (account.principal, account.dataset, account.params) == ("user:alice", "demo", PARAMS)
-        assert (account.state.count, account.queries) == (0, 0)
-        ledger.save_account(tx, account, SVT2State(1.5, -2.25, 2), 7)
+        assert account.state.count == 0
+        ledger.save_account(tx, account, SVT2State(1.5, -2.25, 2))
     stored = ledger.account("user:alice", "demo")
-    assert (stored.state.z1, stored.state.z2, stored.state.count, stored.queries) == (1.5, -2.25, 2, 7)
+    assert (stored.state.z1, stored.state.z2, stored.state.count) == (1.5, -2.25, 2)
     assert stored.params == PARAMS and stored.created == account.created
     assert "1.5" not in repr(stored.state) and "2.25" not in repr(stored.state)
 
@@ -316,12 +323,40 @@ def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     assert ledger.accounts("user:bob") == []
 
 
+def test_a_free_answer_leaves_the_account_row_alone(ledger: Ledger) -> None:
+    """Only a state change writes the account; the answers it gave are counted from its cache rows."""
+
+    def row() -> tuple:
+        with ledger.db.transaction(write=False) as tx:
+            return tx.execute("SELECT * FROM accounts WHERE principal = 'user:alice'").fetchone()
+
+    with ledger.db.transaction() as tx:
+        ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+    opened = row()
+    for n, key in enumerate(("k1", "k2"), start=1):
+        with ledger.db.transaction() as tx:
+            account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+            ledger.save_account(tx, account, account.state)  # a free answer: the state is unchanged
+            ledger.store_answers(tx, "user:alice", "demo", [(key, CachedAnswer(False, "prior", None))])
+            assert not tx.durable
+        assert row() == opened
+        assert ledger.accounts_and_answers() == [(ledger.account("user:alice", "demo"), n)]
+    with ledger.db.transaction() as tx:
+        account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
+        ledger.save_account(tx, account, SVT2State(account.state.z1, account.state.z2, 1))
+        ledger.store_answers(tx, "user:alice", "demo", [("k3", CachedAnswer(True, "data", None))])
+    assert row() != opened
+    assert ledger.accounts_and_answers("user:alice") == [(ledger.account("user:alice", "demo"), 3)]
+    assert ledger.accounts_and_answers("user:bob") == []
+
+
 def test_rows_of_one_transaction_carry_one_time(ledger: Ledger) -> None:
     with ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
         ledger.store_answers(tx, "user:alice", "demo", [("k", CachedAnswer(True, "prior", None))])
         ledger.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo")])
-        ledger.save_account(tx, account, account.state, 1)
+        spent = SVT2State(account.state.z1, account.state.z2, 1)
+        ledger.save_account(tx, account, spent)
     with ledger.db.transaction(write=False) as tx:
         times = {
             tx.execute(f"SELECT {column} FROM {table}").fetchone()[0]
@@ -357,7 +392,7 @@ def test_a_failed_transaction_leaves_nothing(ledger: Ledger) -> None:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
         ledger.store_answers(tx, "user:alice", "demo", [("k", CachedAnswer(True, "data", None))])
         ledger.append_audit(tx, [AuditRow("query", "alice", "user:alice", "demo")])
-        ledger.save_account(tx, account, SVT2State(0.0, 0.0, 1), 1)
+        ledger.save_account(tx, account, SVT2State(0.0, 0.0, 1))
         1 / 0  # noqa: B018
     assert ledger.account("user:alice", "demo") is None
     assert audit_rows(ledger) == []
@@ -376,7 +411,7 @@ def test_override_sets_the_parameters_of_the_next_account(ledger: Ledger) -> Non
 def test_reset_removes_account_and_cache_and_is_audited(ledger: Ledger) -> None:
     with ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
-        ledger.save_account(tx, account, SVT2State(3.0, -1.0, 5), 40)
+        ledger.save_account(tx, account, SVT2State(3.0, -1.0, 5))
         ledger.store_answers(tx, "user:alice", "demo", [("q1", CachedAnswer(True, "data", None)),
                                                         ("q2", CachedAnswer(False, "prior", 3))])  # fmt: skip
         ledger.lock_account(tx, "user:bob", "demo", lambda: PARAMS)
@@ -447,7 +482,7 @@ def test_only_new_thresholds_are_synced_under_the_writer_lock(
     def save(change: Callable[[SVT2State], SVT2State]) -> list[bool]:
         with db.transaction() as tx:
             account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
-            ledger.save_account(tx, account, change(account.state), account.queries + 1)
+            ledger.save_account(tx, account, change(account.state))
             inside = list(lock_held_at_sync)
         assert lock_held_at_sync[: len(inside)] == inside
         return lock_held_at_sync[len(inside) :]
@@ -483,7 +518,8 @@ def test_concurrent_spending_serialises_on_the_account(database_url: str) -> Non
             for _ in range(times):
                 with ledger.db.transaction() as tx:
                     account = ledger.lock_account(tx, "global", "demo", lambda: PARAMS)
-                    ledger.save_account(tx, account, account.state, account.queries + 1)
+                    state = account.state
+                    ledger.save_account(tx, account, SVT2State(state.z1, state.z2, state.count + 1))
         except BaseException as error:
             errors.append(error)
 
@@ -494,6 +530,6 @@ def test_concurrent_spending_serialises_on_the_account(database_url: str) -> Non
         thread.join(60)
     try:
         assert not errors, errors
-        assert ledger.account("global", "demo").queries == 60
+        assert ledger.account("global", "demo").state.count == 60
     finally:
         ledger.close()

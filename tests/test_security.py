@@ -541,7 +541,7 @@ def _plant(app: Flask, holder: str, dataset: str, z: tuple[float, float]) -> Non
     ledger = app.config["MBEACON"].ledger
     with ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, holder, dataset, lambda: None)
-        ledger.save_account(tx, account, SVT2State(z[0], z[1], account.state.count), account.queries)
+        ledger.save_account(tx, account, SVT2State(z[0], z[1], account.state.count))
 
 
 def test_thresholds_and_raw_counts_never_leave_the_engine(make_app, probes, store, tmp_path, captured_logs):

@@ -102,8 +102,8 @@ def revoke_user(name: str):
     return informational({"user": runtime().ledger.user(name).public()})
 
 
-def _account_view(account) -> dict:
-    return {"budgetHolder": account.principal, "dataset": account.dataset, "queries": account.queries,
+def _account_view(account, queries: int) -> dict:
+    return {"budgetHolder": account.principal, "dataset": account.dataset, "queries": queries,
             "opened": account.created, **account.budget(), "parameters": account.params.public()}  # fmt: skip
 
 
@@ -111,7 +111,8 @@ def _account_view(account) -> dict:
 def budgets():
     require_admin()
     holder = _holder_argument()
-    return informational({"accounts": [_account_view(a) for a in runtime().ledger.accounts(holder)]})
+    accounts = runtime().ledger.accounts_and_answers(holder)
+    return informational({"accounts": [_account_view(a, queries) for a, queries in accounts]})
 
 
 def _check_target(holder: str, dataset: str) -> None:

@@ -85,7 +85,6 @@ class Account:
     dataset: str
     params: AccountParams
     state: SVT2State
-    queries: int
     created: str
 
     @property
@@ -94,7 +93,7 @@ class Account:
 
     def epsilon_spent(self) -> float:
         p = self.params
-        if p.mechanism != "svt2" or self.queries == 0:
+        if p.mechanism != "svt2":
             return 0.0
         positives = self.state.count
         pairs = min(positives + 1, p.c) if p.variant == "redraw" else 1

@@ -284,11 +284,11 @@ def budget() -> None:
 def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> None:
     """Budgets of HOLDER (a user name, group:NAME, global or anonymous), or of everyone."""
     ledger = _ledger(_config(config_path))
-    accounts = ledger.accounts(holder_name(holder) if holder else None)
+    accounts = ledger.accounts_and_answers(holder_name(holder) if holder else None)
     rows = [
-        {"holder": a.principal, "dataset": a.dataset, "queries": a.queries, **a.budget(),
+        {"holder": a.principal, "dataset": a.dataset, "queries": queries, **a.budget(),
          "parameters": a.params.public(), "opened": a.created}
-        for a in accounts
+        for a, queries in accounts
     ]  # fmt: skip
     if as_json:
         click.echo(json.dumps(rows, indent=2))

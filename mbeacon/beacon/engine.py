@@ -329,26 +329,21 @@ class AnswerEngine:
                         tx, holder, w.dataset, lambda w=w: self.new_params(w.dataset)
                     )
                     cached = self.ledger.cached_answers(tx, holder, w.dataset, w.keys)
-                    released, new_rows, state_after, queries_after = self._release(
-                        account, w, cached, returned
-                    )
+                    released, new_rows, state_after = self._release(account, w, cached, returned)
                     if (
                         account.exhausted
                         and w.policy.on_exhausted == "refuse"
                         and any(a.answered_from == "refused" for a in released)
                     ):
                         raise _Rollback(w.dataset, account.budget())
-                    if state_after is not account.state or queries_after != account.queries:
-                        self.ledger.save_account(tx, account, state_after, queries_after)
+                    self.ledger.save_account(tx, account, state_after)
                     self.ledger.store_answers(tx, holder, w.dataset, new_rows)
                     audit += [
                         AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
                         for a, text in zip(released, w.audit_texts, strict=True)
                     ]
                     answers.extend(released)
-                    after = Account(
-                        holder, w.dataset, account.params, state_after, queries_after, account.created
-                    )
+                    after = Account(holder, w.dataset, account.params, state_after, account.created)
                     budgets[w.dataset] = after.budget()
                     spent[w.dataset] = state_after.count - account.state.count
                 self.ledger.append_audit(tx, audit)
@@ -390,7 +385,7 @@ class AnswerEngine:
 
     def _release(
         self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str
-    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, int]:
+    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State]:
         released: list[Answer | None] = [None] * len(w.keys)
         fresh: list[int] = []
         first_of: dict[str, int] = {}
@@ -404,7 +399,7 @@ class AnswerEngine:
             else:
                 first_of[key] = j
                 fresh.append(j)
-        state, queries = account.state, account.queries
+        state = account.state
         new_rows: list[tuple[str, CachedAnswer]] = []
         if fresh:
             alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
@@ -419,7 +414,6 @@ class AnswerEngine:
                     w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
                 )
                 if source != "refused":
-                    queries += 1
                     new_rows.append((w.keys[j], CachedAnswer(exists, source, count)))
         for j, key in enumerate(w.keys):  # duplicates within the batch share the first answer
             if released[j] is None:
@@ -427,7 +421,7 @@ class AnswerEngine:
                 assert first is not None
                 released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], first.exists,
                                      first.answered_from, first.count, cached=True)  # fmt: skip
-        return [a for a in released if a is not None], new_rows, state, queries
+        return [a for a in released if a is not None], new_rows, state
 
     def budget_of(self, principal: Principal, dataset: str) -> dict:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""

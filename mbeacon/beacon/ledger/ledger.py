@@ -81,13 +81,12 @@ class UserError(ValueError):
 
 
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
-_ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, queries, created"
+_ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
 
 
 def _account(row: tuple) -> Account:
-    principal, dataset, params, z1, z2, positives, queries, created = row
-    return Account(principal, dataset, AccountParams.from_json(params), SVT2State(z1, z2, positives), queries,
-                   created)  # fmt: skip
+    principal, dataset, params, z1, z2, positives, created = row
+    return Account(principal, dataset, AccountParams.from_json(params), SVT2State(z1, z2, positives), created)
 
 
 class Ledger:
@@ -217,23 +216,29 @@ class Ledger:
         at = stamp(tx)
         tx.durable = tx.new_secrets = True  # secret thresholds are drawn: they must survive once used
         tx.execute(
-            "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created, updated)"
-            " VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
+            "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, created, updated)"
+            " VALUES (?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
             (principal, dataset, params.to_json(), state.z1, state.z2, at, at),
         )
         account = self._read_account(tx, principal, dataset, lock=True)
         assert account is not None
         return account
 
-    def save_account(self, tx: Tx, account: Account, state: SVT2State, queries: int) -> None:
-        if state != account.state:
-            tx.durable = True  # a positive spent
+    def save_account(self, tx: Tx, account: Account, state: SVT2State) -> None:
+        """Store the account's new SVT² state (a positive spent; with redraw, new thresholds too).
+
+        Free answers leave the state as it was and the account row untouched: their number is that
+        of the account's cached answers (:meth:`accounts_and_answers`), so the row need not count them.
+        """
+        if state == account.state:
+            return
+        tx.durable = True  # a positive spent
         if (state.z1, state.z2) != (account.state.z1, account.state.z2):
             tx.new_secrets = True  # redraw: new thresholds
         tx.execute(
-            "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, queries = ?, updated = ?"
+            "UPDATE accounts SET z1 = ?, z2 = ?, positives = ?, updated = ?"
             " WHERE principal = ? AND dataset = ?",
-            (state.z1, state.z2, state.count, queries, stamp(tx), account.principal, account.dataset),
+            (state.z1, state.z2, state.count, stamp(tx), account.principal, account.dataset),
         )
 
     def account(self, principal: str, dataset: str) -> Account | None:
@@ -249,6 +254,26 @@ class Ledger:
         with self.db.transaction(write=False) as tx:
             tx.execute(sql + " ORDER BY principal, dataset", params)
             return [_account(row) for row in tx.fetchall()]
+
+    def accounts_and_answers(self, principal: str | None = None) -> list[tuple[Account, int]]:
+        """:meth:`accounts`, each with the number of answers it has given (cached repeats excluded).
+
+        Every answer that is not refused is cached in the transaction that gives it, and a reset
+        deletes an account's cache rows with it: the count is that of the account's cache rows
+        (read through the cache's primary key), so no counter is written for free answers.
+        """
+        columns = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))
+        sql = (
+            f"SELECT {columns}, (SELECT COUNT(*) FROM answers c"
+            " WHERE c.principal = a.principal AND c.dataset = a.dataset) FROM accounts a"
+        )
+        params: tuple = ()
+        if principal is not None:
+            sql += " WHERE a.principal = ?"
+            params = (principal,)
+        with self.db.transaction(write=False) as tx:
+            tx.execute(sql + " ORDER BY a.principal, a.dataset", params)
+            return [(_account(row[:-1]), row[-1]) for row in tx.fetchall()]
 
     def reset_account(self, principal: str, dataset: str, *, actor: str) -> bool:
         """Delete the account and its cached answers (a fresh budget on next use); audited."""

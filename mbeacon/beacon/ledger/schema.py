@@ -16,8 +16,8 @@ Tables:
 * ``audit_log``: append-only (triggers refuse UPDATE and DELETE) record of queries and operator
   actions; never thresholds, keys or raw counts.
 
-Version 2 changes only how SQLite stores three of them (see ``_SQLITE_V2``); PostgreSQL's tables are
-as version 1 made them.
+Version 2 drops the accounts' ``queries`` counter (an account's answers are counted from its cache
+rows) and changes how SQLite stores three tables (see ``_SQLITE_V2``).
 """
 
 from __future__ import annotations
@@ -115,19 +115,23 @@ def _sqlite_rebuild(table: str, create: str, columns: str) -> list[str]:
 
 
 _AUDIT_APPEND_ONLY = _SQLITE_V1[-2:]  # the two triggers, dropped with the old table
+# Version 2 drops ``accounts.queries``: a free answer no longer writes the account's row (a page of
+# the log per request); the number of answers an account gave is that of its cache rows.
+_ACCOUNTS_V2 = _COMMON_V1[1].replace("        queries INTEGER NOT NULL,\n", "")
 
-# Version 2 (SQLite only): every request writes an account, a cached answer and an audit row, and
-# each B-tree a commit touches is a page more to write to the log (and, after another worker's
-# commit has emptied SQLite's page cache, to read back). The account and the answer cache become
-# WITHOUT ROWID tables (the row lives in its primary key's B-tree instead of a table plus an index);
-# the audit log drops AUTOINCREMENT, which kept a counter row in ``sqlite_sequence`` up to date on
-# every insert. AUTOINCREMENT only differs from the plain rowid in never reusing the id of a deleted
-# last row, and the triggers forbid deleting audit rows: ids still only grow.
+# Version 2 (SQLite): every request writes a cached answer and an audit row (and the account, when
+# it spends a positive), and each B-tree a commit touches is a page more to write to the log (and,
+# after another worker's commit has emptied SQLite's page cache, to read back). The account and the
+# answer cache become WITHOUT ROWID tables (the row lives in its primary key's B-tree instead of a
+# table plus an index); the audit log drops AUTOINCREMENT, which kept a counter row in
+# ``sqlite_sequence`` up to date on every insert. AUTOINCREMENT only differs from the plain rowid in
+# never reusing the id of a deleted last row, and the triggers forbid deleting audit rows: ids still
+# only grow.
 _SQLITE_V2 = [
     *_sqlite_rebuild(
         "accounts",
-        _COMMON_V1[1].replace("CREATE TABLE accounts", "CREATE TABLE accounts_rebuilt") + " WITHOUT ROWID",
-        "principal, dataset, params, z1, z2, positives, queries, created, updated",
+        _ACCOUNTS_V2.replace("CREATE TABLE accounts", "CREATE TABLE accounts_rebuilt") + " WITHOUT ROWID",
+        "principal, dataset, params, z1, z2, positives, created, updated",
     ),
     *_sqlite_rebuild(
         "answers",
@@ -146,9 +150,9 @@ _SQLITE_V2 = [
 MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
     (1, "users, accounts, answer cache, overrides, append-only audit log",
      {"sqlite": _SQLITE_V1, "postgresql": _POSTGRES_V1}),
-    (2, "SQLite: accounts and answer cache WITHOUT ROWID, audit log without AUTOINCREMENT (fewer pages "
-        "written per request)",
-     {"sqlite": _SQLITE_V2, "postgresql": []}),
+    (2, "accounts without a queries counter (counted from the cache); SQLite: accounts and answer cache "
+        "WITHOUT ROWID, audit log without AUTOINCREMENT (fewer pages written per request)",
+     {"sqlite": _SQLITE_V2, "postgresql": ["ALTER TABLE accounts DROP COLUMN queries"]}),
 ]  # fmt: skip
 
 LATEST = MIGRATIONS[-1][0]
