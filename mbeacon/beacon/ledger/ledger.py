@@ -246,14 +246,8 @@ class Ledger:
             return self._read_account(tx, principal, dataset, lock=False)
 
     def accounts(self, principal: str | None = None) -> list[Account]:
-        sql = f"SELECT {_ACCOUNT_COLUMNS} FROM accounts"
-        params: tuple = ()
-        if principal is not None:
-            sql += " WHERE principal = ?"
-            params = (principal,)
-        with self.db.transaction(write=False) as tx:
-            tx.execute(sql + " ORDER BY principal, dataset", params)
-            return [_account(row) for row in tx.fetchall()]
+        """Every budget account (of one holder), ordered by holder and dataset."""
+        return [account for account, _ in self.accounts_and_answers(principal)]
 
     def accounts_and_answers(self, principal: str | None = None) -> list[tuple[Account, int]]:
         """:meth:`accounts`, each with the number of answers it has given (cached repeats excluded).
