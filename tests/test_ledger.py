@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mbeacon.beacon import keys
-from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.config import DatasetPolicy
 from mbeacon.beacon.ledger import (
     AuditRow,
@@ -29,6 +29,8 @@ from mbeacon.beacon.ledger import (
     connect,
     schema,
 )
+from mbeacon.beacon.ledger import ledger as ledger_module
+from mbeacon.beacon.ledger.database import Tx
 from mbeacon.privacy.svt2 import SVT2State
 
 PG_URL = os.environ.get("MBEACON_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -323,6 +325,35 @@ def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     assert ledger.accounts("user:bob") == []
 
 
+def test_the_account_and_its_cached_answers_come_back_together(ledger: Ledger) -> None:
+    """The one-statement lookup gives what the account lookup and the cache lookup give one after the
+    other: for a new account, for cached and uncached keys, duplicates, and more keys than one lookup
+    takes (then the two lookups run)."""
+    keys = ["k0", "k1", "k2", "k1"]
+    with ledger.db.transaction() as tx:
+        account, cached = ledger.lock_account_and_answers(tx, "user:alice", "demo", keys, lambda: PARAMS)
+        assert (account.principal, account.params, account.state.count) == ("user:alice", PARAMS, 0)
+        assert cached == {}
+        ledger.store_answers(tx, "user:alice", "demo", [("k1", CachedAnswer(True, "data", None)),
+                                                        ("k9", CachedAnswer(False, "prior", 3))])  # fmt: skip
+        ledger.save_account(tx, account, SVT2State(account.state.z1, account.state.z2, 1))
+    many = [f"x{i}" for i in range(ledger_module._KEYS_PER_LOOKUP)] + ["k9", "k0"]
+
+    def must_not_open() -> AccountParams:
+        raise AssertionError("an existing account must not be opened again")
+
+    for wanted in (keys, ["k0"], ["k9", "k9"], many):
+        with ledger.db.transaction() as tx:
+            together = ledger.lock_account_and_answers(tx, "user:alice", "demo", wanted, must_not_open)
+            apart = (
+                ledger.lock_account(tx, "user:alice", "demo", must_not_open),
+                ledger.cached_answers(tx, "user:alice", "demo", wanted),
+            )
+        assert together == apart
+        assert together[0].state.count == 1
+    assert together[1] == {"k9": CachedAnswer(False, "prior", 3)}
+
+
 def test_a_free_answer_leaves_the_account_row_alone(ledger: Ledger) -> None:
     """Only a state change writes the account; the answers it gave are counted from its cache rows."""
 
@@ -508,16 +539,23 @@ def test_only_new_thresholds_are_synced_under_the_writer_lock(
         ledger.close()
 
 
-def test_concurrent_spending_serialises_on_the_account(database_url: str) -> None:
-    """Each thread has its own connection; every increment must survive (no lost update)."""
+@pytest.mark.parametrize("lookup", ["account", "account and answers"])
+def test_concurrent_spending_serialises_on_the_account(database_url: str, lookup: str) -> None:
+    """Each thread has its own connection; every increment must survive (no lost update), whichever
+    lookup locks the account (PostgreSQL's row lock is taken by the SELECT, in a join only ``OF a``)."""
     ledger = Ledger.open(database_url)
     errors: list[BaseException] = []
+
+    def lock(tx: Tx) -> Account:
+        if lookup == "account":
+            return ledger.lock_account(tx, "global", "demo", lambda: PARAMS)
+        return ledger.lock_account_and_answers(tx, "global", "demo", ["k"], lambda: PARAMS)[0]
 
     def spend(times: int) -> None:
         try:
             for _ in range(times):
                 with ledger.db.transaction() as tx:
-                    account = ledger.lock_account(tx, "global", "demo", lambda: PARAMS)
+                    account = lock(tx)
                     state = account.state
                     ledger.save_account(tx, account, SVT2State(state.z1, state.z2, state.count + 1))
         except BaseException as error:

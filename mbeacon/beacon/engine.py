@@ -325,10 +325,9 @@ class AnswerEngine:
             with self.ledger.db.transaction() as tx:
                 for w in work:
                     holder = principal.budget_holder(w.policy.scope)
-                    account = self.ledger.lock_account(
-                        tx, holder, w.dataset, lambda w=w: self.new_params(w.dataset)
+                    account, cached = self.ledger.lock_account_and_answers(
+                        tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
                     )
-                    cached = self.ledger.cached_answers(tx, holder, w.dataset, w.keys)
                     released, new_rows, state_after = self._release(account, w, cached, returned)
                     if (
                         account.exhausted

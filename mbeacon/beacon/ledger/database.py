@@ -3,7 +3,7 @@
 Both backends expose the same small surface: ``transaction()`` yields a :class:`Tx` whose
 ``execute``/``executemany`` take ``?`` placeholders, ``fetch_one`` runs one read-only statement,
 atomic on its own, without the two extra round trips of an explicit transaction (the key check of
-every request), and ``lock_suffix`` says how to lock a budget account row. Choices, and why:
+every request), and ``lock_clause()`` says how to lock a budget account row. Choices, and why:
 
 * **SQLite** (default, one host): WAL journal so readers never block the writer, ``BEGIN IMMEDIATE``
   so two workers cannot both read an account and then both write it. Writers queue on an advisory
@@ -115,7 +115,11 @@ class Database:
     """Common interface; see :func:`connect`."""
 
     dialect: str
-    lock_suffix: str = ""
+
+    def lock_clause(self, table: str = "") -> str:
+        """What ends a SELECT that locks the budget account rows it reads until the transaction ends
+        (of ``table``, a name or alias, in a join). Nothing on SQLite: its writers take turns."""
+        return ""
 
     def transaction(self, write: bool = True) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
@@ -301,7 +305,9 @@ class SQLiteDatabase(Database):
 
 class PostgresDatabase(Database):
     dialect = "postgresql"
-    lock_suffix = " FOR UPDATE"
+
+    def lock_clause(self, table: str = "") -> str:
+        return f" FOR UPDATE OF {table}" if table else " FOR UPDATE"
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8) -> None:
         self.url = url

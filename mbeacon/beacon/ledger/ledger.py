@@ -82,6 +82,7 @@ class UserError(ValueError):
 
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
 _ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
+_KEYS_PER_LOOKUP = 500  # query keys per cache lookup statement (bound parameters stay well under limits)
 
 
 def _account(row: tuple) -> Account:
@@ -188,7 +189,7 @@ class Ledger:
     def _read_account(self, tx: Tx, principal: str, dataset: str, lock: bool) -> Account | None:
         tx.execute(
             f"SELECT {_ACCOUNT_COLUMNS} FROM accounts"
-            " WHERE principal = ? AND dataset = ?" + (self.db.lock_suffix if lock else ""),
+            " WHERE principal = ? AND dataset = ?" + (self.db.lock_clause() if lock else ""),
             (principal, dataset),
         )
         row = tx.fetchone()
@@ -203,6 +204,31 @@ class Ledger:
             return account
         params = self.override(tx, principal, dataset) or params_for_new()
         return self._open_account(tx, principal, dataset, params)
+
+    def lock_account_and_answers(
+        self, tx: Tx, principal: str, dataset: str, query_keys: Sequence[str],
+        params_for_new: Callable[[], AccountParams],
+    ) -> tuple[Account, dict[str, CachedAnswer]]:  # fmt: skip
+        """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``, in one statement when the
+        account exists and the keys fit one lookup (every single query but an account's first), else
+        one after the other. The account row is locked either way; its cached answers are not."""
+        unique = list(dict.fromkeys(query_keys))
+        if 0 < len(unique) <= _KEYS_PER_LOOKUP:
+            columns = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))
+            tx.execute(
+                f"SELECT {columns}, c.query_key, c.answer_exists, c.answered_from, c.count_value"
+                " FROM accounts a LEFT JOIN answers c ON c.principal = a.principal"
+                f" AND c.dataset = a.dataset AND c.query_key IN ({', '.join('?' * len(unique))})"
+                " WHERE a.principal = ? AND a.dataset = ?" + self.db.lock_clause("a"),
+                (*unique, principal, dataset),
+            )
+            rows = tx.fetchall()
+            if rows:  # one row per cached key, or one row of NULLs beside the account
+                found = {key: CachedAnswer(bool(exists), source, count)
+                         for *_, key, exists, source, count in rows if key is not None}  # fmt: skip
+                return _account(rows[0][:7]), found
+        account = self.lock_account(tx, principal, dataset, params_for_new)
+        return account, self.cached_answers(tx, principal, dataset, unique)
 
     def params_for_new(
         self, principal: str, dataset: str, default: Callable[[], AccountParams]
@@ -314,8 +340,8 @@ class Ledger:
     ) -> dict[str, CachedAnswer]:
         found: dict[str, CachedAnswer] = {}
         unique = list(dict.fromkeys(query_keys))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
+        for start in range(0, len(unique), _KEYS_PER_LOOKUP):
+            chunk = unique[start : start + _KEYS_PER_LOOKUP]
             marks = ", ".join("?" * len(chunk))
             tx.execute(
                 "SELECT query_key, answer_exists, answered_from, count_value FROM answers"
