@@ -82,6 +82,7 @@ class UserError(ValueError):
 
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
 _ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
+_ACCOUNT_COLUMNS_OF_A = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))  # table alias a
 _KEYS_PER_LOOKUP = 500  # query keys per cache lookup statement (bound parameters stay well under limits)
 
 
@@ -211,13 +212,13 @@ class Ledger:
     ) -> tuple[Account, dict[str, CachedAnswer]]:  # fmt: skip
         """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``, in one statement when the
         account exists and the keys fit one lookup (every single query but an account's first), else
-        one after the other. The account row is locked either way; its cached answers are not."""
+        one after the other. The account row is locked either way; its cached answers need no lock of
+        their own, since only a transaction holding the account's lock writes them."""
         unique = list(dict.fromkeys(query_keys))
         if 0 < len(unique) <= _KEYS_PER_LOOKUP:
-            columns = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))
             tx.execute(
-                f"SELECT {columns}, c.query_key, c.answer_exists, c.answered_from, c.count_value"
-                " FROM accounts a LEFT JOIN answers c ON c.principal = a.principal"
+                f"SELECT {_ACCOUNT_COLUMNS_OF_A}, c.query_key, c.answer_exists, c.answered_from,"
+                " c.count_value FROM accounts a LEFT JOIN answers c ON c.principal = a.principal"
                 f" AND c.dataset = a.dataset AND c.query_key IN ({', '.join('?' * len(unique))})"
                 " WHERE a.principal = ? AND a.dataset = ?" + self.db.lock_clause("a"),
                 (*unique, principal, dataset),
@@ -282,9 +283,8 @@ class Ledger:
         deletes an account's cache rows with it: the count is that of the account's cache rows
         (read through the cache's primary key), so no counter is written for free answers.
         """
-        columns = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))
         sql = (
-            f"SELECT {columns}, (SELECT COUNT(*) FROM answers c"
+            f"SELECT {_ACCOUNT_COLUMNS_OF_A}, (SELECT COUNT(*) FROM answers c"
             " WHERE c.principal = a.principal AND c.dataset = a.dataset) FROM accounts a"
         )
         params: tuple = ()
