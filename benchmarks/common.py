@@ -110,8 +110,9 @@ def time_it(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> Timi
 
 
 def time_interleaved(
-    fns: dict[str, Callable[[], Any]], *, repeats: int = 5, warmup: int = 1, keep_values: bool = False
-) -> dict[str, Timing]:
+    fns: dict[str, Callable[[], Any]], *, repeats: int = 5, warmup: int = 1, keep_values: bool = False,
+    after: dict[str, Callable[[Any], Any]] | None = None,
+) -> dict[str, Timing]:  # fmt: skip
     """Time several functions side by side: every round runs each once, in rotating order.
 
     Interleaving makes the functions share the same machine conditions (frequency, neighbours' load),
@@ -119,7 +120,8 @@ def time_interleaved(
 
     With ``keep_values`` each :class:`Timing` keeps the return value of every timed call in ``values``
     (in round order), for benchmarks whose amount of work is only known afterwards; otherwise results
-    are dropped at once (large arrays would pile up).
+    are dropped at once (large arrays would pile up). ``after[name]``, if given, turns a value into
+    what is kept, outside the timed call (counting a large result is not the function's work).
     """
     names = list(fns)
     for _ in range(warmup):
@@ -132,7 +134,7 @@ def time_interleaved(
             dt, value = time_once(fns[name])
             timings[name].seconds.append(dt)
             if keep_values:
-                timings[name].values.append(value)
+                timings[name].values.append(after[name](value) if after and name in after else value)
             del value
     return timings
 
