@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mbeacon.cli import main
-from mbeacon.store import atomic
+from mbeacon.store import atomic, sealed
 from mbeacon.store.cohorts import CHUNK_ROWS, CohortStore, Metadata
 from mbeacon.store.errors import DataError, IngestError
 from mbeacon.store.ingest import read_manifest
@@ -169,12 +169,80 @@ def test_compressed_files_are_read_through_h5py(store: CohortStore):
         data = f["beta"][...]
         del f["beta"]
         f.create_dataset("beta", data=data, chunks=(CHUNK_ROWS, data.shape[1]), compression="gzip")
+    sealed.seal(path)  # changed after it was written: sealed again, or it would be refused as damaged
     cohort = store.open("d1")
     np.testing.assert_array_equal(cohort.rows([7, 3, 7]), values[[7, 3, 7]])
     assert cohort._map is None  # compressed chunks cannot be memory-mapped
     lo, hi = np.array([0.1, 0.3, 0.0]), np.array([0.6, 0.9, 1.0])
     counts = cohort.count_in_range(np.array([7, 3, 999]), lo, hi).tolist()
     assert [cohort.count_one(r, a, b) for r, a, b in zip([7, 3, 999], lo, hi, strict=True)] == counts
+
+
+@pytest.mark.parametrize("where", ["seal", "hdf5 superblock", "ids", "values", "last byte"])
+def test_a_damaged_cohort_file_is_refused_before_hdf5_reads_it(
+    store: CohortStore, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Every cohort file carries the SHA-256 of its bytes in its HDF5 user block: one flipped byte
+    anywhere (the seal included) is refused with a message that names the file, on every way in."""
+    _write(store)
+    path = store.path_of("d1")
+    assert path.read_bytes().startswith(sealed.MAGIC)
+    size = path.stat().st_size
+    offsets = {"seal": 30, "hdf5 superblock": sealed.USERBLOCK + 20, "ids": size // 2, "values": size // 3,
+               "last byte": size - 1}  # fmt: skip
+    with open(path, "r+b") as handle:
+        handle.seek(offsets[where])
+        byte = handle.read(1)
+        handle.seek(offsets[where])
+        handle.write(bytes([byte[0] ^ 0x01]))
+    monkeypatch.setattr(sealed, "_verified", set())  # a new process: nothing verified yet
+    for way_in in (lambda: store.open("d1").n_probes, lambda: store.info("d1")):
+        with pytest.raises(DataError, match="damaged") as refused:
+            way_in()
+        assert str(path) in str(refused.value)
+
+
+def test_unsealed_cohort_files_are_read_and_strangers_refused(store: CohortStore, tmp_path: Path) -> None:
+    """A cohort written before seals existed (no user block) is read unchecked; a file that starts with
+    neither a seal nor the HDF5 signature is refused."""
+    _, _, values, _ = _write(store)
+    path = store.path_of("d1")
+    unsealed = tmp_path / "unsealed.h5"
+    with h5py.File(path, "r") as src, h5py.File(unsealed, "w") as dst:
+        for name in src:
+            src.copy(name, dst)
+        dst.attrs.update(src.attrs)
+    assert unsealed.read_bytes().startswith(sealed.HDF5_SIGNATURE)
+    atomic.remove(store.root, path)
+    os.replace(unsealed, path)
+    np.testing.assert_array_equal(store.open("d1").rows([5]), values[[5]])
+    path.write_bytes(b"PK\x03\x04" + bytes(8000))
+    with pytest.raises(DataError, match="neither a seal nor the HDF5 signature"):
+        store.info("d1")
+
+
+def test_a_cohort_is_hashed_once_per_file_and_process(store: CohortStore, monkeypatch: pytest.MonkeyPatch):
+    """Verification is remembered by the file's identity: opening the same file again (another reader,
+    a worker forked after start-up) does not hash it again; a replaced file is hashed."""
+    _write(store)
+    hashed: list[int] = []
+    digest = sealed._digest
+
+    def counting(fd: int) -> str:
+        hashed.append(fd)
+        return digest(fd)
+
+    monkeypatch.setattr(sealed, "_verified", set())
+    monkeypatch.setattr(sealed, "_digest", counting)
+    assert store.open("d1").n_probes == store.open("d1").n_probes == 1000
+    assert store.info("d1").probes == 1000
+    assert len(hashed) == 1
+    store.write("d1", ["x"], iter([(["cg9"], np.array([[0.25]], np.float32))]), replace=True)
+    hashed.clear()
+    assert store.open("d1").n_probes == 1  # sealed and remembered by the writer: not hashed again
+    monkeypatch.setattr(sealed, "_verified", set())
+    assert store.open("d1").n_probes == 1
+    assert len(hashed) == 1
 
 
 _KILL_SCRIPT = textwrap.dedent(

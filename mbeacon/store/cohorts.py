@@ -18,6 +18,8 @@ Layout of a cohort file, chosen for the beacon's hot path (read a few probe rows
   for vectorised lookups; optional ``/chromosome`` and ``/position`` from a manifest.
 * attributes: id, name, description, tissue, disease, assembly, created, source file, checksum
   (SHA-256 of ids and values), patients, probes, missing fraction, value range, format version.
+* the first 4 KiB, an HDF5 user block: the seal, a hash of the rest of the file, checked before the
+  HDF5 library reads it (:mod:`mbeacon.store.sealed`).
 
 Readers open files lazily in the process that reads them (after a gunicorn fork) and never write.
 """
@@ -36,7 +38,7 @@ import h5py
 import numpy as np
 
 from mbeacon.process import PROCESS
-from mbeacon.store import atomic
+from mbeacon.store import atomic, sealed
 from mbeacon.store.errors import DataError, IngestError
 
 FORMAT_VERSION = 1
@@ -146,6 +148,7 @@ class CohortStore:
         path = self.path_of(dataset_id)
         if not path.exists():
             raise DataError(f"no dataset {dataset_id!r} in store {self.root}")
+        sealed.verify(path)
         with h5py.File(path, "r") as f:
             return _info_from_attrs(f.attrs)
 
@@ -192,37 +195,47 @@ class CohortStore:
         n = len(sample_ids)
         if n == 0:
             raise IngestError("the matrix has no samples", path=source_file)
-        # h5py closes the file before publish() flushes and renames it (contexts exit in reverse)
-        with (
-            atomic.publish(self.root, dest) as temp,
-            h5py.File(temp, "w", alignment_threshold=1, alignment_interval=ALIGNMENT) as f,
-        ):
-            stats = _write_matrix(f, n, batches, source_file, on_rows)
-            probe_ids = stats.pop("probe_ids")
-            f.create_dataset("probe_ids", data=probe_ids, compression="gzip", shuffle=True)
-            f.create_dataset("probe_order", data=np.argsort(probe_ids, kind="stable").astype(np.int64))
-            f.create_dataset("sample_ids", data=sample_ids)
-            if manifest is not None:
-                chrom, pos = manifest.lookup(probe_ids)
-                f.create_dataset("chromosome", data=chrom, compression="gzip")
-                f.create_dataset("position", data=pos, compression="gzip")
-            attrs = {
-                "format_version": FORMAT_VERSION,
-                "id": dataset_id,
-                "name": metadata.name or dataset_id,
-                "description": metadata.description,
-                "tissue": metadata.tissue,
-                "disease": metadata.disease,
-                "assembly": metadata.assembly,
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "source_file": source_file,
-                "source_format": source_format,
-                "extra": json.dumps(metadata.extra),
-                "has_positions": manifest is not None,
-                **stats,
-            }
-            f.attrs.update(attrs)
+        with atomic.publish(self.root, dest) as temp:
+            _write_file(temp, dataset_id, sample_ids, batches, metadata, source_file, source_format,
+                        manifest, on_rows)  # fmt: skip
+            sealed.seal(temp)  # after HDF5 has closed the file, before publish() flushes and renames it
         return self.info(dataset_id)
+
+
+def _write_file(
+    temp: Path, dataset_id: str, sample_ids: np.ndarray, batches: Iterable[tuple[list[str], np.ndarray]],
+    metadata: Metadata, source_file: str, source_format: str, manifest: Manifest | None,
+    on_rows: Callable[[int], None] | None,
+) -> None:  # fmt: skip
+    """The cohort's HDF5 file (the module docstring has its layout), with room for its seal."""
+    with h5py.File(
+        temp, "w", userblock_size=sealed.USERBLOCK, alignment_threshold=1, alignment_interval=ALIGNMENT
+    ) as f:
+        stats = _write_matrix(f, len(sample_ids), batches, source_file, on_rows)
+        probe_ids = stats.pop("probe_ids")
+        f.create_dataset("probe_ids", data=probe_ids, compression="gzip", shuffle=True)
+        f.create_dataset("probe_order", data=np.argsort(probe_ids, kind="stable").astype(np.int64))
+        f.create_dataset("sample_ids", data=sample_ids)
+        if manifest is not None:
+            chrom, pos = manifest.lookup(probe_ids)
+            f.create_dataset("chromosome", data=chrom, compression="gzip")
+            f.create_dataset("position", data=pos, compression="gzip")
+        attrs = {
+            "format_version": FORMAT_VERSION,
+            "id": dataset_id,
+            "name": metadata.name or dataset_id,
+            "description": metadata.description,
+            "tissue": metadata.tissue,
+            "disease": metadata.disease,
+            "assembly": metadata.assembly,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "source_file": source_file,
+            "source_format": source_format,
+            "extra": json.dumps(metadata.extra),
+            "has_positions": manifest is not None,
+            **stats,
+        }
+        f.attrs.update(attrs)
 
 
 def _write_matrix(
@@ -326,6 +339,7 @@ class Cohort:
     def _ensure_open(self) -> None:
         if self._pid == PROCESS.pid:
             return
+        sealed.verify(self.path)  # before the HDF5 library reads a byte of it
         with h5py.File(self.path, "r") as f:
             self._info = _info_from_attrs(f.attrs)
             self._probe_ids = f["probe_ids"][...]
