@@ -22,12 +22,8 @@ def _answer(caller, parsed):
     if parsed.test_mode:  # Beacon v2 test mode: virtual answers, from the public prior, free
         return jsonify(methylation_response(parsed, rt.engine.answer_from_prior(caller, parsed.queries)))
     result = rt.engine.answer(caller, parsed.queries, parsed.granularity)
-    if len(result.answers) == 1:  # most requests: no tally to build
-        answer = result.answers[0]
-        metrics.answers(answer.dataset, answer.answered_from).inc()
-    else:
-        for (dataset, source), count in Counter((a.dataset, a.answered_from) for a in result.answers).items():
-            metrics.answers(dataset, source).inc(count)
+    for (dataset, source), count in Counter((a.dataset, a.answered_from) for a in result.answers).items():
+        metrics.answers(dataset, source).inc(count)
     for dataset, spent in result.positives_spent.items():
         if spent:
             metrics.positives(dataset).inc(spent)
