@@ -304,6 +304,10 @@ def test_authenticate(ledger: Ledger) -> None:
 # --- budget accounts, cache, audit ------------------------------------------------------------
 
 
+def _must_not_open() -> AccountParams:
+    raise AssertionError("an existing account must not be opened again")
+
+
 def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     with ledger.db.transaction() as tx:
         account = ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS)
@@ -315,11 +319,8 @@ def test_lock_and_save_account_round_trip(ledger: Ledger) -> None:
     assert stored.params == PARAMS and stored.created == account.created
     assert "1.5" not in repr(stored.state) and "2.25" not in repr(stored.state)
 
-    def must_not_open():
-        raise AssertionError("an existing account must not be opened again")
-
     with ledger.db.transaction() as tx:
-        again = ledger.lock_account(tx, "user:alice", "demo", must_not_open)
+        again = ledger.lock_account(tx, "user:alice", "demo", _must_not_open)
         assert again.state == stored.state
     assert [(a.principal, a.dataset) for a in ledger.accounts()] == [("user:alice", "demo")]
     assert ledger.accounts("user:bob") == []
@@ -339,14 +340,11 @@ def test_the_account_and_its_cached_answers_come_back_together(ledger: Ledger) -
         ledger.save_account(tx, account, SVT2State(account.state.z1, account.state.z2, 1))
     many = [f"x{i}" for i in range(ledger_module._KEYS_PER_LOOKUP)] + ["k9", "k0"]
 
-    def must_not_open() -> AccountParams:
-        raise AssertionError("an existing account must not be opened again")
-
     for wanted in (keys, ["k0"], ["k9", "k9"], many):
         with ledger.db.transaction() as tx:
-            together = ledger.lock_account_and_answers(tx, "user:alice", "demo", wanted, must_not_open)
+            together = ledger.lock_account_and_answers(tx, "user:alice", "demo", wanted, _must_not_open)
             apart = (
-                ledger.lock_account(tx, "user:alice", "demo", must_not_open),
+                ledger.lock_account(tx, "user:alice", "demo", _must_not_open),
                 ledger.cached_answers(tx, "user:alice", "demo", wanted),
             )
         assert together == apart
