@@ -25,6 +25,14 @@ opened together mostly land on one worker and the run would measure one core.
   concurrent clients recorded too. Target >= 20,000 answers/s; the baseline is the single-query
   path's saturated throughput (what batching buys).
 
+* **Ledger floor** (for the record): after that server stops, ``benchmarks.floor_server`` (the same
+  app plus ``GET /bench/floor``, under the same settings, on the same store and ledger) serves the
+  least a free SVT² answer must do: the key check and a free answer's ledger transaction (account
+  read and locked with its cached answers, cache row, audit row, commit), nothing else. Closed-loop
+  rounds interleave ``/livez``, the floor and the SVT² endpoint on that server. In units of one
+  ``/livez`` request, 0.5x allows SVT² 2.0; what the floor takes is out of reach of any change to the
+  SVT²-specific work, and the rest is what that work may cost.
+
 The policy lets the budget last the whole run (``c = 100000``, ``epsilon = 10``, ``on_exhausted =
 "prior"``, no rate limit): every request is answered with the full SVT² and ledger work. After the
 server stops, the ledger is read back to check that no answer came from the cache. The notes give
@@ -65,7 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import loadgen
+from benchmarks import floor_server, loadgen
 from benchmarks.common import Result, speed_ratio
 
 GROUP = "service"
@@ -158,10 +166,10 @@ class Queries:
         hi = lo + 0.2 + (k // 1000) * 1e-5
         return n, self.probes[p], f"{lo:.6f}", f"{hi:.6f}"
 
-    def get(self) -> bytes:
+    def get(self, path: str = "/api/methylation") -> bytes:
         n, probe, lo, hi = self._next()
         return (
-            f"GET /api/methylation?probeId={probe}&minValue={lo}&maxValue={hi} HTTP/1.1\r\n"
+            f"GET {path}?probeId={probe}&minValue={lo}&maxValue={hi} HTTP/1.1\r\n"
             f"Host: {self.host}\r\n{self.auth[n % len(self.auth)]}\r\n"
         ).encode()
 
@@ -240,11 +248,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Server:
-    """``mbeacon serve`` in its own process group; :meth:`stop` ends the master and every worker."""
+SERVE = ("-m", "mbeacon.cli", "serve")
+FLOOR_SERVE = ("-m", "benchmarks.floor_server")  # the same app and settings, plus the ledger floor's route
 
-    def __init__(self, config: Path, workdir: Path, *, workers: int, threads: int) -> None:
+
+class Server:
+    """``mbeacon serve`` (or ``command``, which takes the same options) in its own process group;
+    :meth:`stop` ends the master and every worker."""
+
+    def __init__(
+        self, config: Path, workdir: Path, *, workers: int, threads: int, command: tuple[str, ...] = SERVE
+    ) -> None:
         self.config = config
+        self.command = command
         self.workdir = workdir
         self.workers = workers
         self.threads = threads
@@ -259,9 +275,7 @@ class Server:
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
         command = [
             sys.executable,
-            "-m",
-            "mbeacon.cli",
-            "serve",
+            *self.command,
             "--config",
             str(self.config),
             "--bind",
@@ -404,22 +418,10 @@ def measure(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
     port, workers, threads = server.port, server.workers, server.threads
     livez = loadgen.build_request("GET", "/livez", f"{HOST}:{port}")
     fns = {"ceiling": lambda: livez, "svt2": queries.get}
-    clients = clients_for(workers, threads)
     spread = server.spread()
 
     def observed(run: Callable[..., loadgen.LoadResult], *args: Any, **kwargs: Any) -> loadgen.LoadResult:
-        """``run(...)`` with connections spread over the workers and the CPU time per request of the
-        server (master + workers) and of the generator, over the measured window."""
-        res = run(HOST, port, *args, spread=spread, meter=server.cpu_seconds, **kwargs)
-        if res.metered is not None:
-            res.extra["server_cores"] = round(res.metered / res.seconds, 3)
-            res.extra["server_cpu_ms"] = round(res.metered / max(1, res.count) * 1e3, 3)
-        res.extra["client_cores"] = round(res.cpu_seconds / res.seconds, 3)
-        res.extra["client_cpu_ms"] = round(res.cpu_seconds / max(1, res.count) * 1e3, 3)
-        return res
-
-    def closed(name: str, seconds: float) -> loadgen.LoadResult:
-        return observed(loadgen.closed_loop, fns[name], clients=clients, duration=seconds)
+        return _observed(server, spread, run, *args, **kwargs)
 
     def paced(name: str, rate: float) -> loadgen.LoadResult:
         return observed(
@@ -431,13 +433,9 @@ def measure(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
             grace=plan.paced_seconds,
         )
 
-    for name in fns:  # opens cohorts, priors and ledger connections in every worker thread
-        closed(name, plan.warmup)
     names = list(fns)
-    saturated: dict[str, list[loadgen.LoadResult]] = {name: [] for name in fns}
-    for r in range(plan.rounds):
-        for name in names[r % 2 :] + names[: r % 2]:
-            saturated[name].append(closed(name, plan.seconds))
+    saturated = _saturated_rounds(server, spread, fns, plan)
+    clients = clients_for(workers, threads)
     ceiling_rps = statistics.median(x.rps for x in saturated["ceiling"])
     svt2_rps = statistics.median(x.rps for x in saturated["svt2"])
 
@@ -520,6 +518,78 @@ def measure(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
     }
 
 
+def _observed(
+    server: Server, spread: loadgen.Spread | None, run: Callable[..., loadgen.LoadResult], *args: Any,
+    **kwargs: Any,
+) -> loadgen.LoadResult:  # fmt: skip
+    """``run(...)`` with connections spread over the workers and the CPU time per request of the
+    server (master + workers) and of the generator, over the measured window."""
+    res = run(HOST, server.port, *args, spread=spread, meter=server.cpu_seconds, **kwargs)
+    if res.metered is not None:
+        res.extra["server_cores"] = round(res.metered / res.seconds, 3)
+        res.extra["server_cpu_ms"] = round(res.metered / max(1, res.count) * 1e3, 3)
+    res.extra["client_cores"] = round(res.cpu_seconds / res.seconds, 3)
+    res.extra["client_cpu_ms"] = round(res.cpu_seconds / max(1, res.count) * 1e3, 3)
+    return res
+
+
+def _saturated_rounds(
+    server: Server, spread: loadgen.Spread | None, fns: dict[str, loadgen.RequestFactory], plan: Plan
+) -> dict[str, list[loadgen.LoadResult]]:
+    """A warm-up run of each request kind (it opens cohorts, priors and ledger connections in every
+    worker thread), then ``plan.rounds`` closed-loop rounds of every kind, the order rotating by one
+    each round so that no kind always follows the same one."""
+    clients = clients_for(server.workers, server.threads)
+
+    def closed(name: str, seconds: float) -> loadgen.LoadResult:
+        return _observed(server, spread, loadgen.closed_loop, fns[name], clients=clients, duration=seconds)
+
+    for name in fns:
+        closed(name, plan.warmup)
+    names = list(fns)
+    runs: dict[str, list[loadgen.LoadResult]] = {name: [] for name in fns}
+    for r in range(plan.rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            runs[name].append(closed(name, plan.seconds))
+    return runs
+
+
+def measure_floor(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
+    """The ledger floor (``benchmarks.floor_server``) beside ``/livez`` and the real SVT² endpoint, in
+    the same closed-loop rounds on one server: how much of an SVT² request's cost the ledger's
+    contract alone takes, and how much is left to the SVT²-specific work."""
+    livez = loadgen.build_request("GET", "/livez", f"{HOST}:{server.port}")
+    fns = {
+        "ceiling": lambda: livez,
+        "floor": lambda: queries.get(floor_server.FLOOR_PATH),
+        "svt2": queries.get,
+    }
+    runs = _saturated_rounds(server, server.spread(), fns, plan)
+
+    def med(name: str, what: str) -> float:
+        values = [x.rps if what == "rps" else x.extra.get(what) for x in runs[name]]
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else math.nan
+
+    def ratio(name: str) -> float:
+        return statistics.median(a.rps / b.rps for a, b in zip(runs[name], runs["ceiling"], strict=True))
+
+    return {
+        "ceiling_rps": med("ceiling", "rps"),
+        "floor_rps": med("floor", "rps"),
+        "svt2_rps": med("svt2", "rps"),
+        "floor_ratio": ratio("floor"),
+        "svt2_ratio": ratio("svt2"),
+        "ceiling_server_cpu_ms": med("ceiling", "server_cpu_ms"),
+        "floor_server_cpu_ms": med("floor", "server_cpu_ms"),
+        "svt2_server_cpu_ms": med("svt2", "server_cpu_ms"),
+        "rounds": plan.rounds,
+        "errors": _errors([x for v in runs.values() for x in v]),
+        "runs": {k: [x.summary() for x in v] for k, v in runs.items()},
+    }
+
+
 def _errors(runs: list[loadgen.LoadResult]) -> str:
     """``""`` or ``"; N errors (first: ...)"`` for a note."""
     count = sum(x.errors for x in runs)
@@ -527,8 +597,10 @@ def _errors(runs: list[loadgen.LoadResult]) -> str:
     return f"; {count} errors ({', '.join(samples[:3])})" if count else ""
 
 
-def serve_and_measure(setup: Setup, plan: Plan, *, workers: int, threads: int) -> dict[str, Any]:
-    queries = Queries(setup.probes, setup.keys, HOST)
+def serve_and_measure(
+    setup: Setup, plan: Plan, *, workers: int, threads: int, queries: Queries | None = None
+) -> dict[str, Any]:
+    queries = queries or Queries(setup.probes, setup.keys, HOST)
     server = Server(setup.config, setup.root, workers=workers, threads=threads)
     try:
         server.start()
@@ -538,6 +610,16 @@ def serve_and_measure(setup: Setup, plan: Plan, *, workers: int, threads: int) -
     figures["queries_sent"] = queries.n
     figures["ledger_sync"] = ledger_sync(setup.config)
     return figures
+
+
+def serve_floor(setup: Setup, plan: Plan, queries: Queries) -> dict[str, Any]:
+    """:func:`measure_floor` on its own server (``benchmarks.floor_server``, the main run's settings)."""
+    server = Server(setup.config, setup.root, workers=WORKERS, threads=THREADS, command=FLOOR_SERVE)
+    try:
+        server.start()
+        return measure_floor(server, queries, plan)
+    finally:
+        server.stop()
 
 
 def ledger_sync(config: Path) -> str:
@@ -664,6 +746,39 @@ def results(f: dict[str, Any], check: dict[str, int], quick: bool) -> list[Resul
     ]
 
 
+def floor_result(f: dict[str, Any]) -> Result:
+    """The ledger floor's row: its throughput against /livez, and what that leaves the SVT² work."""
+    svt2_units, floor_units = 1 / f["svt2_ratio"], 1 / f["floor_ratio"]
+    cpu = ""
+    if not math.isnan(f["floor_server_cpu_ms"]):
+        cpu = (
+            f"; server CPU per request {f['floor_server_cpu_ms']:.2f} ms (floor) vs "
+            f"{f['ceiling_server_cpu_ms']:.2f} ms (/livez) and {f['svt2_server_cpu_ms']:.2f} ms (SVT²)"
+        )
+    return Result(
+        "service: ledger floor (key check, free answer's transaction) vs /livez",
+        f["floor_rps"],
+        f["ceiling_rps"],
+        "requests/s",
+        f["floor_ratio"],
+        "for the record",
+        None,
+        baseline_name="GET /livez of the same app and server settings (the framework's ceiling)",
+        note=(
+            f"GET /bench/floor of benchmarks.floor_server (the beacon's app plus that route, the same "
+            f"gunicorn settings): the key check and a free answer's ledger transaction (account read "
+            f"and locked with its cached answers, cache row, audit row, commit), nothing else; closed "
+            f"loop, median of {f['rounds']} rounds interleaving /livez, the floor and SVT² on that "
+            f"server (SVT² {svt2_units**-1:.3f}x of /livez there). In units of one /livez request, SVT² "
+            f"costs {svt2_units:.2f} and the floor {floor_units:.2f}: the 0.5x target allows 2.00, "
+            f"which leaves {2 - floor_units:.2f} for what SVT² adds to the floor (parsing, store, "
+            f"prior, SVT² step, fsync of spent positives, metrics, Beacon response), which takes "
+            f"{svt2_units - floor_units:.2f} now{cpu}{f['errors']}"
+        ),
+        detail={k: v for k, v in f.items() if k != "runs"} | {"runs": f["runs"]},
+    )
+
+
 @contextlib.contextmanager
 def sigterm_unwinds() -> Iterator[None]:
     """While inside, SIGTERM raises SystemExit in the main thread, so ``finally`` blocks still stop the
@@ -686,9 +801,11 @@ def run(quick: bool) -> list[Result]:
     plan = Plan.of(quick)
     with sigterm_unwinds(), tempfile.TemporaryDirectory(prefix="mbeacon-bench-service-") as tmp:
         setup = prepare(Path(tmp))
-        figures = serve_and_measure(setup, plan, workers=WORKERS, threads=THREADS)
+        queries = Queries(setup.probes, setup.keys, HOST)  # shared: the floor's queries are new too
+        figures = serve_and_measure(setup, plan, workers=WORKERS, threads=THREADS, queries=queries)
         check = ledger_check(setup.ledger)
-    return results(figures, check, quick)
+        floor = serve_floor(setup, plan, queries)
+    return [*results(figures, check, quick), floor_result(floor)]
 
 
 SWEEP_COLUMNS = {

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,16 @@ def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: 
     }
 
 
-def run(config_path: str | None, options: dict[str, Any]) -> None:
-    """Run the gunicorn master in this process until it is stopped (SIGTERM/SIGINT)."""
+def run(
+    config_path: str | None,
+    options: dict[str, Any],
+    app_factory: Callable[[str | None], Any] | None = None,
+) -> None:
+    """Run the gunicorn master in this process until it is stopped (SIGTERM/SIGINT).
+
+    Each worker builds its app with ``app_factory(config_path)``, :func:`mbeacon.api.create_app` by
+    default (the benchmarks serve the same app with one extra route this way).
+    """
     from gunicorn.app.base import BaseApplication
 
     class MBeaconApplication(BaseApplication):
@@ -120,6 +129,8 @@ def run(config_path: str | None, options: dict[str, Any]) -> None:
                 self.cfg.set(key, value)
 
         def load(self):
+            if app_factory is not None:
+                return app_factory(config_path)
             from mbeacon.api import create_app
 
             return create_app(config_path)
