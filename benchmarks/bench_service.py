@@ -749,6 +749,7 @@ def results(f: dict[str, Any], check: dict[str, int], quick: bool) -> list[Resul
 def floor_result(f: dict[str, Any]) -> Result:
     """The ledger floor's row: its throughput against /livez, and what that leaves the SVT² work."""
     svt2_units, floor_units = 1 / f["svt2_ratio"], 1 / f["floor_ratio"]
+    room = f"which leaves {2 - floor_units:.2f}" if floor_units < 2 else "so the floor alone leaves nothing"
     cpu = ""
     if not math.isnan(f["floor_server_cpu_ms"]):
         cpu = (
@@ -769,11 +770,11 @@ def floor_result(f: dict[str, Any]) -> Result:
             f"gunicorn settings): the key check and a free answer's ledger transaction (account read "
             f"and locked with its cached answers, cache row, audit row, commit), nothing else; closed "
             f"loop, median of {f['rounds']} rounds interleaving /livez, the floor and SVT² on that "
-            f"server (SVT² {svt2_units**-1:.3f}x of /livez there). In units of one /livez request, SVT² "
-            f"costs {svt2_units:.2f} and the floor {floor_units:.2f}: the 0.5x target allows 2.00, "
-            f"which leaves {2 - floor_units:.2f} for what SVT² adds to the floor (parsing, store, "
-            f"prior, SVT² step, fsync of spent positives, metrics, Beacon response), which takes "
-            f"{svt2_units - floor_units:.2f} now{cpu}{f['errors']}"
+            f"server (SVT² {f['svt2_ratio']:.3f}x of /livez there). In units of one /livez request, "
+            f"SVT² costs {svt2_units:.2f} and the floor {floor_units:.2f}: the 0.5x target allows 2.00, "
+            f"{room} for what SVT² adds to the floor (parsing, store, prior, SVT² step, fsync of spent "
+            f"positives, metrics, Beacon response), which takes {svt2_units - floor_units:.2f} now"
+            f"{cpu}{f['errors']}"
         ),
         detail={k: v for k, v in f.items() if k != "runs"} | {"runs": f["runs"]},
     )
