@@ -457,11 +457,6 @@ def measure(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
     )
     two = observed(loadgen.closed_loop, queries.batch, clients=2, duration=plan.batch_pair_seconds)
 
-    def med(results: list[loadgen.LoadResult], what: str) -> float:
-        values = [getattr(x, what) if hasattr(x, what) else x.extra.get(what) for x in results]
-        known = [v for v in values if v is not None]
-        return statistics.median(known) if known else math.nan
-
     every = [
         *saturated["ceiling"],
         *saturated["svt2"],
@@ -478,26 +473,26 @@ def measure(server: Server, queries: Queries, plan: Plan) -> dict[str, Any]:
         "clients": clients,
         "ceiling_rps": ceiling_rps,
         "svt2_rps": svt2_rps,
-        "svt2_p50_sat_ms": med(saturated["svt2"], "p50") * 1e3,
-        "svt2_p99_sat_ms": med(saturated["svt2"], "p99") * 1e3,
-        "ceiling_p99_sat_ms": med(saturated["ceiling"], "p99") * 1e3,
-        "svt2_server_cpu_ms": med(saturated["svt2"], "server_cpu_ms"),
-        "ceiling_server_cpu_ms": med(saturated["ceiling"], "server_cpu_ms"),
-        "svt2_server_cores": med(saturated["svt2"], "server_cores"),
-        "ceiling_server_cores": med(saturated["ceiling"], "server_cores"),
-        "svt2_client_cores": med(saturated["svt2"], "client_cores"),
-        "ceiling_client_cores": med(saturated["ceiling"], "client_cores"),
+        "svt2_p50_sat_ms": _median(saturated["svt2"], "p50") * 1e3,
+        "svt2_p99_sat_ms": _median(saturated["svt2"], "p99") * 1e3,
+        "ceiling_p99_sat_ms": _median(saturated["ceiling"], "p99") * 1e3,
+        "svt2_server_cpu_ms": _median(saturated["svt2"], "server_cpu_ms"),
+        "ceiling_server_cpu_ms": _median(saturated["ceiling"], "server_cpu_ms"),
+        "svt2_server_cores": _median(saturated["svt2"], "server_cores"),
+        "ceiling_server_cores": _median(saturated["ceiling"], "server_cores"),
+        "svt2_client_cores": _median(saturated["svt2"], "client_cores"),
+        "ceiling_client_cores": _median(saturated["ceiling"], "client_cores"),
         "paced_rps": rate,
         "paced_seconds": plan.paced_seconds,
-        "svt2_p50_paced_ms": med(at_half["svt2"], "p50") * 1e3,
-        "svt2_p99_paced_ms": med(at_half["svt2"], "p99") * 1e3,
-        "ceiling_p99_paced_ms": med(at_half["ceiling"], "p99") * 1e3,
-        "svt2_paced_achieved_rps": med(at_half["svt2"], "rps"),
+        "svt2_p50_paced_ms": _median(at_half["svt2"], "p50") * 1e3,
+        "svt2_p99_paced_ms": _median(at_half["svt2"], "p99") * 1e3,
+        "ceiling_p99_paced_ms": _median(at_half["ceiling"], "p99") * 1e3,
+        "svt2_paced_achieved_rps": _median(at_half["svt2"], "rps"),
         "svt2_paced_errors": sum(x.errors for x in at_half["svt2"]),
         "own_paced_rps": own_rate,
-        "svt2_p50_own_ms": med(at_own["svt2"], "p50") * 1e3,
-        "svt2_p99_own_ms": med(at_own["svt2"], "p99") * 1e3,
-        "ceiling_p99_own_ms": med(at_own["ceiling"], "p99") * 1e3,
+        "svt2_p50_own_ms": _median(at_own["svt2"], "p50") * 1e3,
+        "svt2_p99_own_ms": _median(at_own["svt2"], "p99") * 1e3,
+        "ceiling_p99_own_ms": _median(at_own["ceiling"], "p99") * 1e3,
         "batch_median_s": one.p50,
         "batch_answers_per_s": BATCH / one.p50 if one.latencies else 0.0,
         "batch_server_cpu_ms": one.extra.get("server_cpu_ms"),
@@ -567,27 +562,30 @@ def measure_floor(server: Server, queries: Queries, plan: Plan) -> dict[str, Any
     }
     runs = _saturated_rounds(server, server.spread(), fns, plan)
 
-    def med(name: str, what: str) -> float:
-        values = [x.rps if what == "rps" else x.extra.get(what) for x in runs[name]]
-        known = [v for v in values if v is not None]
-        return statistics.median(known) if known else math.nan
-
     def ratio(name: str) -> float:
         return statistics.median(a.rps / b.rps for a, b in zip(runs[name], runs["ceiling"], strict=True))
 
     return {
-        "ceiling_rps": med("ceiling", "rps"),
-        "floor_rps": med("floor", "rps"),
-        "svt2_rps": med("svt2", "rps"),
+        "ceiling_rps": _median(runs["ceiling"], "rps"),
+        "floor_rps": _median(runs["floor"], "rps"),
+        "svt2_rps": _median(runs["svt2"], "rps"),
         "floor_ratio": ratio("floor"),
         "svt2_ratio": ratio("svt2"),
-        "ceiling_server_cpu_ms": med("ceiling", "server_cpu_ms"),
-        "floor_server_cpu_ms": med("floor", "server_cpu_ms"),
-        "svt2_server_cpu_ms": med("svt2", "server_cpu_ms"),
+        "ceiling_server_cpu_ms": _median(runs["ceiling"], "server_cpu_ms"),
+        "floor_server_cpu_ms": _median(runs["floor"], "server_cpu_ms"),
+        "svt2_server_cpu_ms": _median(runs["svt2"], "server_cpu_ms"),
         "rounds": plan.rounds,
         "errors": _errors([x for v in runs.values() for x in v]),
         "runs": {k: [x.summary() for x in v] for k, v in runs.items()},
     }
+
+
+def _median(results: list[loadgen.LoadResult], what: str) -> float:
+    """The median over ``results`` of one of their fields (``rps``, ``p99``...) or extras
+    (``server_cpu_ms``...), the runs that lack it left out; NaN if none has it."""
+    values = [getattr(x, what) if hasattr(x, what) else x.extra.get(what) for x in results]
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else math.nan
 
 
 def _errors(runs: list[loadgen.LoadResult]) -> str:
