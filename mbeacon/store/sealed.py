@@ -33,6 +33,12 @@ HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _verified: set[tuple[int, int, int, int]] = set()
 
 
+def _identity(fd: int) -> tuple[int, int, int, int]:
+    """What a verified file is remembered by: device, inode, size, modification time."""
+    stat = os.fstat(fd)
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def _segment(fd: int, start: int, end: int) -> bytes:
     digest = hashlib.sha256()
     for offset in range(start, end, _READ):
@@ -66,8 +72,8 @@ def seal(path: Path) -> None:
         handle.seek(0)
         handle.write((MAGIC + digest.encode("ascii") + b"\n").ljust(USERBLOCK, b"\0"))
         handle.flush()
-        stat = os.fstat(handle.fileno())
-    _verified.add((stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+        identity = _identity(handle.fileno())
+    _verified.add(identity)
 
 
 def verify(path: Path) -> None:
@@ -75,8 +81,7 @@ def verify(path: Path) -> None:
     starts with neither a seal nor the HDF5 signature; an unsealed HDF5 file passes."""
     try:
         with open(path, "rb") as handle:
-            stat = os.fstat(handle.fileno())
-            identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            identity = _identity(handle.fileno())
             if identity in _verified:
                 return
             head = handle.read(len(MAGIC) + 64)
