@@ -20,12 +20,12 @@ import pytest
 from mbeacon.beacon import keys
 from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.ledger import (
     AuditRow,
     CachedAnswer,
     Ledger,
     LedgerUnavailable,
-    UserError,
     connect,
     schema,
 )
@@ -289,13 +289,13 @@ def test_authenticate(ledger: Ledger) -> None:
     ledger.revoke_user("alice")
     assert ledger.authenticate(new) is None
     assert ledger.user("alice").revoked is not None
-    with pytest.raises(UserError):
+    with pytest.raises(UnknownTarget):
         ledger.rotate_key("alice")  # a revoked user gets no new key
-    with pytest.raises(UserError):
+    with pytest.raises(AlreadyExists):
         ledger.add_user("alice")
-    with pytest.raises(UserError):
+    with pytest.raises(UnknownTarget):
         ledger.revoke_user("nobody")
-    with pytest.raises(UserError):
+    with pytest.raises(InvalidRequest):
         ledger.add_user("bob", role="superuser")
     events = [row[2] for row in audit_rows(ledger)]
     assert events == ["user_add", "key_rotate", "user_revoke"]

@@ -26,7 +26,8 @@ from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
 from mbeacon.beacon.config import ServiceConfig, load_config
 from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted, DatasetUnavailable
-from mbeacon.beacon.ledger import Ledger, LedgerUnavailable, UserError
+from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, OperationError, UnknownTarget
+from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
 from mbeacon.beacon.query import QueryError
 
 log = logging.getLogger("mbeacon.api")
@@ -124,6 +125,14 @@ def _install_hooks(app: Flask) -> None:
         return response
 
 
+#: The HTTP status of each kind of failed operator request.
+OPERATION_STATUS: dict[type[OperationError], int] = {
+    InvalidRequest: 400,
+    UnknownTarget: 404,
+    AlreadyExists: 409,
+}
+
+
 def _install_error_handlers(app: Flask) -> None:
     @app.errorhandler(AuthError)
     def auth_error(error: AuthError):
@@ -149,9 +158,9 @@ def _install_error_handlers(app: Flask) -> None:
             503, "the privacy ledger is unavailable; retry later", headers={"Retry-After": "5"}
         )
 
-    @app.errorhandler(UserError)
-    def user_error(error: UserError):
-        return responses.error(error.status, str(error))
+    @app.errorhandler(OperationError)
+    def operation_error(error: OperationError):
+        return responses.error(OPERATION_STATUS.get(type(error), 400), str(error))
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):

@@ -1,6 +1,8 @@
 """The admin API (admin keys only): users, budgets and the audit log, as the CLI offers them.
 
-Budget resets need ``{"confirm": true}`` and are written to the audit log with the admin's name.
+Each route is a thin adapter over :mod:`mbeacon.beacon.operations`: it reads the request, calls the
+use case with the admin's name as the audited actor, and words the result; failures are mapped to
+statuses by the app's error handlers. Budget resets need ``{"confirm": true}``.
 """
 
 from __future__ import annotations
@@ -8,39 +10,21 @@ from __future__ import annotations
 import re
 
 from flask import Blueprint, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from werkzeug.exceptions import NotFound
 
 from mbeacon.api.auth import require_admin
 from mbeacon.api.responses import informational
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.budget import AccountParams
-from mbeacon.beacon.config import DatasetPolicy, Tier
+from mbeacon.beacon import operations
+from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, is_name
+from mbeacon.beacon.operations import BudgetChange, NewUser
 from mbeacon.beacon.query import QueryError
+from mbeacon.pydantic_errors import describe
+
+__all__ = ["HOLDER_PATTERN", "NAME_PATTERN", "BudgetChange", "Confirm", "NewUser", "bp"]
 
 bp = Blueprint("admin", __name__)  # mounted at /api/admin
-
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
-
-
-HOLDER_PATTERN = r"^(user:|group:)[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$|^global$|^anonymous$"
-
-
-class NewUser(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    name: str = Field(pattern=NAME_PATTERN)
-    tier: Tier = "REGISTERED"
-    role: str = Field("researcher", pattern="^(researcher|admin)$")
-    group: str | None = Field(None, pattern=NAME_PATTERN)
-
-
-class BudgetChange(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    epsilon: float | None = Field(None, gt=0, le=100, allow_inf_nan=False)
-    c: int | None = Field(None, ge=1, le=100_000)
-    threshold: int | None = Field(None, ge=1)
-    variant: str | None = Field(None, pattern="^(single|redraw)$")
-    count_epsilon: float | None = Field(None, ge=0, allow_inf_nan=False)
 
 
 class Confirm(BaseModel):
@@ -63,20 +47,18 @@ def _body(model: type[BaseModel]) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise QueryError(_first_error(error, "body")) from None
-
-
-def _first_error(error: ValidationError, where: str) -> str:
-    """``field: message`` of the first validation error (``where`` when it concerns the whole)."""
-    first = error.errors()[0]
-    return f"{'.'.join(map(str, first['loc'])) or where}: {first['msg']}"
+        raise QueryError(describe(error, whole="body", limit=1)) from None
 
 
 def _check_name(name: str) -> str:
     """A user name from the path: the pattern users are created with (PostgreSQL refuses NUL bytes)."""
-    if not re.fullmatch(NAME_PATTERN, name):
+    if not is_name(name):
         raise NotFound(f"no user {name[:70]!r}")
     return name
+
+
+def _actor() -> str:
+    return f"admin:{require_admin().name}"
 
 
 @bp.get("/users")
@@ -87,18 +69,16 @@ def users():
 
 @bp.post("/users")
 def add_user():
-    admin = require_admin()
+    actor = _actor()
     new = _body(NewUser)
-    key = runtime().ledger.add_user(new.name, tier=new.tier, role=new.role, group=new.group,
-                                    actor=f"admin:{admin.name}")  # fmt: skip
+    key = operations.add_user(runtime().ledger, new, actor=actor)
     return informational({"user": runtime().ledger.user(new.name).public(), "key": key}, status=201)
 
 
 @bp.post("/users/<name>/revoke")
 def revoke_user(name: str):
-    admin = require_admin()
-    _check_name(name)
-    runtime().ledger.revoke_user(name, actor=f"admin:{admin.name}")
+    actor = _actor()
+    operations.revoke_user(runtime().ledger, _check_name(name), actor=actor)
     return informational({"user": runtime().ledger.user(name).public()})
 
 
@@ -115,46 +95,39 @@ def budgets():
     return informational({"accounts": [_account_view(a, queries) for a, queries in accounts]})
 
 
-def _check_target(holder: str, dataset: str) -> None:
-    if not re.fullmatch(HOLDER_PATTERN, holder):
-        raise QueryError(
-            f"budget holder must be user:NAME, group:NAME, global or anonymous, not {holder[:70]!r}"
-        )
-    if dataset not in runtime().engine.dataset_ids():
-        raise NotFound(f"no dataset {dataset[:70]!r} in the store")
+def _target(holder: str, dataset: str) -> Holder:
+    """The path's holder and dataset, checked before the body is read (a bad target is the answer)."""
+    parsed = Holder.parse(holder)
+    operations.check_dataset(dataset, runtime().engine.dataset_ids())
+    return parsed
 
 
 @bp.put("/budget/<holder>/<dataset>")
 def set_budget(holder: str, dataset: str):
-    admin = require_admin()
-    _check_target(holder, dataset)
+    actor = _actor()
+    target = _target(holder, dataset)
     change = _body(BudgetChange)
-    base = runtime().config.policy(dataset)
-    values = {k: v for k, v in change.model_dump().items() if v is not None}
-    try:
-        policy = DatasetPolicy.model_validate({**base.model_dump(), **values})
-    except ValidationError as error:
-        raise QueryError(_first_error(error, "budget")) from None
-    params = AccountParams.from_policy(policy)
-    open_now = runtime().ledger.set_override(holder, dataset, params, actor=f"admin:{admin.name}")
+    done = operations.override_budget(
+        runtime().config, runtime().ledger, target, dataset, change, actor=actor
+    )
     return informational(
         {
-            "budgetHolder": holder,
+            "budgetHolder": str(done.holder),
             "dataset": dataset,
-            "parameters": params.public(),
-            "appliesFrom": "after budget reset" if open_now else "next query",
+            "parameters": done.params.public(),
+            "appliesFrom": "after budget reset" if done.account_open else "next query",
         }
     )
 
 
 @bp.post("/budget/<holder>/<dataset>/reset")
 def reset_budget(holder: str, dataset: str):
-    admin = require_admin()
-    _check_target(holder, dataset)
+    actor = _actor()
+    target = _target(holder, dataset)
     if not _body(Confirm).confirm:
         raise QueryError('a reset gives a fresh privacy budget; send {"confirm": true} to do it')
-    existed = runtime().ledger.reset_account(holder, dataset, actor=f"admin:{admin.name}")
-    return informational({"budgetHolder": holder, "dataset": dataset, "reset": existed})
+    existed = operations.reset_budget(runtime().ledger, target, dataset, actor=actor)
+    return informational({"budgetHolder": str(target), "dataset": dataset, "reset": existed})
 
 
 @bp.get("/audit")
@@ -170,6 +143,4 @@ def audit():
 def _holder_argument() -> str | None:
     """The optional ``holder`` filter, checked like a path's holder (PostgreSQL refuses NUL bytes)."""
     holder = request.args.get("holder")
-    if holder is not None and not re.fullmatch(HOLDER_PATTERN, holder):
-        raise QueryError(f"holder must be user:NAME, group:NAME, global or anonymous, not {holder[:70]!r}")
-    return holder
+    return None if holder is None else str(Holder.parse(holder, what="holder"))

@@ -30,6 +30,7 @@ import numpy as np
 
 from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
 from mbeacon.beacon.config import TIERS, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.holders import budget_holder
 from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
 from mbeacon.beacon.query import MethylationQuery, QueryError
 from mbeacon.privacy.noise import lattice_laplace
@@ -52,13 +53,8 @@ class Principal:
     anonymous: bool = False
 
     def budget_holder(self, scope: str) -> str:
-        if scope == "global":  # one budget for every caller, anonymous ones included
-            return "global"
-        if self.anonymous:
-            return "anonymous"
-        if scope == "group":
-            return f"group:{self.group or self.name}"
-        return f"user:{self.name}"
+        """The holder whose budget this caller's query spends on a dataset of ``scope``."""
+        return budget_holder(scope, self.name, self.group, self.anonymous)
 
     def may_see(self, policy: DatasetPolicy) -> bool:
         return TIERS.index(self.tier) >= TIERS.index(policy.tier)  # type: ignore[arg-type]

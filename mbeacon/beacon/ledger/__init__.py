@@ -1,7 +1,8 @@
 """The privacy ledger (budgets, SVT² state, answer cache, audit log) on SQLite or PostgreSQL."""
 
+from mbeacon.beacon.errors import OperationError as UserError  # until the CLI uses operations
 from mbeacon.beacon.ledger.database import Database, LedgerUnavailable, connect
-from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger, User, UserError
+from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger, User
 
 __all__ = [
     "AuditRow",

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from mbeacon.beacon import keys
 from mbeacon.beacon.budget import Account, AccountParams
+from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.ledger import schema
 from mbeacon.beacon.ledger.database import Database, Tx, connect
 from mbeacon.privacy.svt2 import SVT2State
@@ -72,14 +73,6 @@ class AuditRow:
     detail: str | None = None
 
 
-class UserError(ValueError):
-    """An operator request about users that cannot be done: ``status`` 409 (exists) or 404 (unknown)."""
-
-    def __init__(self, message: str, status: int = 404) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 _USER_COLUMNS = "name, role, tier, group_name, created, revoked"
 _ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
 _ACCOUNT_COLUMNS_OF_A = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))  # table alias a
@@ -119,12 +112,12 @@ class Ledger:
     ) -> str:  # fmt: skip
         """Create a user and return their key (the only time it exists in clear)."""
         if role not in ROLES:
-            raise UserError(f"role must be one of {', '.join(ROLES)}", 400)
+            raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
         new = keys.mint()
         with self.db.transaction() as tx:
             tx.execute("SELECT 1 FROM users WHERE name = ?", (name,))
             if tx.fetchone():
-                raise UserError(f"user {name!r} exists (rotate its key instead, or choose another name)", 409)
+                raise AlreadyExists(f"user {name!r} exists (rotate its key instead, or choose another name)")
             tx.execute(
                 "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -143,7 +136,7 @@ class Ledger:
             )
             tx.execute("SELECT 1 FROM users WHERE name = ? AND revoked IS NULL", (name,))
             if not tx.fetchone():
-                raise UserError(f"no active user {name!r}")
+                raise UnknownTarget(f"no active user {name!r}")
             self.append_audit(tx, [AuditRow("key_rotate", actor, detail=name)])
         return new.key
 
@@ -152,7 +145,7 @@ class Ledger:
             tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
             row = tx.fetchone()
             if row is None:
-                raise UserError(f"no user {name!r}")
+                raise UnknownTarget(f"no user {name!r}")
             if row[0] is None:
                 tx.execute("UPDATE users SET revoked = ? WHERE name = ?", (now(), name))
                 self.append_audit(tx, [AuditRow("user_revoke", actor, detail=name)])

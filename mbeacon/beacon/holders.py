@@ -1,0 +1,73 @@
+"""Who holds a privacy budget, and what a user name may be: one rule for the engine, the CLI and the
+admin API.
+
+A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller) or
+``anonymous`` (the callers without a key, when the service lets them in). User and group names share
+one pattern, which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes,
+no separators).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from mbeacon.beacon.errors import InvalidRequest
+
+#: A user or group name: a letter or digit, then letters, digits and ``._@-``; 64 characters at most.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+_NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
+#: A budget holder as written in the admin API's paths and filters.
+HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$"
+
+HolderKind = Literal["user", "group", "global", "anonymous"]
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is a valid user or group name."""
+    return re.fullmatch(NAME_PATTERN, text) is not None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A budget holder; ``str(holder)`` is its spelling in the ledger, the API and the audit log."""
+
+    kind: HolderKind
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}" if self.name is not None else self.kind
+
+    @classmethod
+    def parse(cls, text: str, *, what: str = "budget holder") -> Holder:
+        """A holder as the admin API writes it; :class:`InvalidRequest` naming ``what`` otherwise."""
+        if re.fullmatch(HOLDER_PATTERN, text) is None:
+            raise InvalidRequest(
+                f"{what} must be user:NAME, group:NAME, global or anonymous, not {text[:70]!r}"
+            )
+        kind, _, name = text.partition(":")
+        return cls(kind, name or None)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_command_line(cls, text: str) -> Holder:
+        """A holder as an operator types it: a bare name is that user's (``alice`` is ``user:alice``)."""
+        if ":" in text or text in ("global", "anonymous"):
+            return cls.parse(text)
+        return cls.parse(f"user:{text}")
+
+
+def budget_holder(scope: str, user: str, group: str | None, anonymous: bool) -> str:
+    """The holder whose budget a caller's query spends under a dataset's ``scope``.
+
+    ``global`` is one budget for every caller (anonymous ones included); otherwise anonymous callers
+    share ``anonymous``, and ``group`` scope falls back to the user's own budget when they have no group.
+    Returned as text: it runs on every request, and the ledger keys accounts by the text.
+    """
+    if scope == "global":
+        return "global"
+    if anonymous:
+        return "anonymous"
+    if scope == "group":
+        return f"group:{group or user}"
+    return f"user:{user}"

@@ -1,0 +1,125 @@
+"""The operator's use cases, one implementation each, called by the CLI and the admin API alike.
+
+Adding, rotating and revoking users, and setting and resetting a holder's budget: each checks its
+input by the same rules (:mod:`mbeacon.beacon.holders` for names, the dataset policy's model for budget
+parameters), writes through the ledger (which audits every change with its ``actor``) and fails with
+the kinds of :mod:`mbeacon.beacon.errors`, which each interface words for its reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
+from mbeacon.beacon.errors import InvalidRequest, UnknownTarget
+from mbeacon.beacon.holders import NAME_PATTERN, Holder
+from mbeacon.beacon.ledger import Ledger
+from mbeacon.beacon.ledger.ledger import ROLES
+from mbeacon.pydantic_errors import describe
+
+
+class NewUser(BaseModel):
+    """A user to create: the admin API's request body, and what ``mbeacon users add`` builds."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(pattern=NAME_PATTERN)
+    tier: Tier = "REGISTERED"
+    role: str = Field("researcher", pattern=f"^({'|'.join(ROLES)})$")
+    group: str | None = Field(None, pattern=NAME_PATTERN)
+
+
+#: The policy fields an operator may override per holder and dataset.
+OVERRIDABLE = ("epsilon", "c", "threshold", "variant", "count_epsilon")
+
+
+def _optional(name: str) -> tuple[Any, FieldInfo]:
+    """A dataset policy field as an optional change: the policy's own type and bounds, default None."""
+    field = DatasetPolicy.model_fields[name]
+    return field.annotation | None, FieldInfo.merge_field_infos(field, default=None)
+
+
+#: A budget override's parameters, each optional; bounds and types are the dataset policy's own.
+BudgetChange: type[BaseModel] = create_model(
+    "BudgetChange",
+    __config__=ConfigDict(extra="forbid", strict=True),
+    __doc__="Parameters for a holder's next account on a dataset; the dataset's policy fills the rest.",
+    **{name: _optional(name) for name in OVERRIDABLE},
+)
+
+
+@dataclass(frozen=True)
+class Override:
+    """A budget override as set: its parameters, and whether the holder's account is open now (then
+    the account keeps the parameters it was promised until a reset)."""
+
+    holder: Holder
+    dataset: str
+    params: AccountParams
+    account_open: bool
+
+
+def validated_user(**fields: Any) -> NewUser:
+    """:class:`NewUser` from keyword fields; :class:`InvalidRequest` with the first problem."""
+    try:
+        return NewUser.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidRequest(describe(error, whole="user", limit=1)) from None
+
+
+def add_user(ledger: Ledger, new: NewUser, *, actor: str) -> str:
+    """Create the user and return their key, shown this once (the ledger keeps only a salted hash)."""
+    return ledger.add_user(new.name, tier=new.tier, role=new.role, group=new.group, actor=actor)
+
+
+def rotate_key(ledger: Ledger, name: str, *, actor: str) -> str:
+    """A new key for an active user; the old one stops working at once."""
+    return ledger.rotate_key(name, actor=actor)
+
+
+def revoke_user(ledger: Ledger, name: str, *, actor: str) -> None:
+    """Revoke the user's key; their budget accounts stay in the ledger (a name is never reused)."""
+    ledger.revoke_user(name, actor=actor)
+
+
+def check_dataset(dataset: str, datasets: Collection[str]) -> None:
+    """:class:`UnknownTarget` unless ``dataset`` is one of the store's ``datasets``."""
+    if dataset not in datasets:
+        raise UnknownTarget(f"no dataset {dataset[:70]!r} in the store")
+
+
+def override_budget(
+    config: ServiceConfig,
+    ledger: Ledger,
+    holder: Holder,
+    dataset: str,
+    change: BaseModel | dict,
+    *,
+    actor: str,
+) -> Override:
+    """Parameters for the holder's next account on ``dataset``: the dataset's policy with ``change``
+    applied, validated as a whole policy (so an override can never be what the file could not say)."""
+    if isinstance(change, dict):
+        try:
+            change = BudgetChange.model_validate(change)
+        except ValidationError as error:
+            raise InvalidRequest(describe(error, whole="budget", limit=1)) from None
+    values = {key: value for key, value in change.model_dump().items() if value is not None}
+    try:
+        policy = DatasetPolicy.model_validate({**config.policy(dataset).model_dump(), **values})
+    except ValidationError as error:
+        raise InvalidRequest(describe(error, whole="budget", limit=1)) from None
+    params = AccountParams.from_policy(policy)
+    account_open = ledger.set_override(str(holder), dataset, params, actor=actor)
+    return Override(holder, dataset, params, account_open)
+
+
+def reset_budget(ledger: Ledger, holder: Holder, dataset: str, *, actor: str) -> bool:
+    """Close the holder's account on ``dataset`` (the next query opens a fresh budget); audited.
+    True if there was an account to close."""
+    return ledger.reset_account(str(holder), dataset, actor=actor)
