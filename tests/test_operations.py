@@ -1,0 +1,137 @@
+"""The operator use cases (mbeacon.beacon.operations) and the holder rule (mbeacon.beacon.holders) that
+the CLI and the admin API share: names parsed one way, overrides validated as whole policies, failures
+of a kind each interface can word."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mbeacon.beacon import operations
+from mbeacon.beacon.config import DatasetPolicy, ServiceConfig
+from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
+from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, budget_holder, is_name
+from mbeacon.beacon.ledger import Ledger
+
+names = st.from_regex(NAME_PATTERN, fullmatch=True)
+
+
+@given(kind=st.sampled_from(["user", "group"]), name=names)
+def test_named_holders_round_trip(kind: str, name: str) -> None:
+    holder = Holder.parse(f"{kind}:{name}")
+    assert (holder.kind, holder.name) == (kind, name)
+    assert Holder.parse(str(holder)) == holder
+    assert re.fullmatch(HOLDER_PATTERN, str(holder))
+
+
+@given(name=names)
+def test_a_bare_name_on_the_command_line_is_that_users(name: str) -> None:
+    assert str(Holder.from_command_line(name)) == f"user:{name}"
+    assert Holder.from_command_line(f"group:{name}") == Holder("group", name)
+
+
+@pytest.mark.parametrize("text", ["global", "anonymous"])
+def test_shared_holders_have_no_name(text: str) -> None:
+    assert Holder.parse(text) == Holder(text)  # type: ignore[arg-type]
+    assert Holder.from_command_line(text) == Holder(text)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["bob", "user:", "user:user:bob", "group:a b", "user:\x00", "Global", "team:x", "user:" + "x" * 65],
+)
+def test_malformed_holders_are_refused_by_name(text: str) -> None:
+    with pytest.raises(InvalidRequest, match="budget holder must be user:NAME"):
+        Holder.parse(text)
+    assert not re.fullmatch(HOLDER_PATTERN, text)
+
+
+@given(text=st.text(max_size=80))
+def test_the_name_rule_and_the_holder_rule_agree(text: str) -> None:
+    assert is_name(text) == (re.fullmatch(HOLDER_PATTERN, f"user:{text}") is not None)
+
+
+def test_budget_holder_follows_the_scope() -> None:
+    assert budget_holder("user", "alice", "lab", False) == "user:alice"
+    assert budget_holder("group", "alice", "lab", False) == "group:lab"
+    assert budget_holder("group", "alice", None, False) == "group:alice"
+    assert budget_holder("global", "alice", "lab", True) == "global"
+    assert budget_holder("user", "anonymous", None, True) == "anonymous"
+
+
+@pytest.mark.parametrize("name", operations.OVERRIDABLE)
+def test_a_budget_change_has_the_policys_own_bounds(name: str) -> None:
+    """An override field is its policy field made optional: the same type, bounds and enum values."""
+    change = operations.BudgetChange.model_json_schema()["properties"][name]["anyOf"]
+    policy = DatasetPolicy.model_json_schema()["properties"][name]
+    assert {"type": "null"} in change
+    (bounded,) = [schema for schema in change if schema != {"type": "null"}]
+    assert bounded == {k: v for k, v in policy.items() if k not in ("default", "title", "description")}
+
+
+@pytest.fixture
+def ledger(tmp_path: Path):
+    opened = Ledger.open(f"sqlite:///{tmp_path}/ledger.sqlite3")
+    yield opened
+    opened.close()
+
+
+def test_users_added_rotated_and_revoked_through_the_use_cases(ledger: Ledger) -> None:
+    key = operations.add_user(ledger, operations.validated_user(name="alice", group="lab"), actor="test")
+    assert ledger.authenticate(key).group == "lab"
+    with pytest.raises(AlreadyExists, match="exists"):
+        operations.add_user(ledger, operations.validated_user(name="alice"), actor="test")
+    new = operations.rotate_key(ledger, "alice", actor="test")
+    assert ledger.authenticate(key) is None and ledger.authenticate(new).name == "alice"
+    operations.revoke_user(ledger, "alice", actor="test")
+    with pytest.raises(UnknownTarget, match="no active user"):
+        operations.rotate_key(ledger, "alice", actor="test")
+    with pytest.raises(UnknownTarget, match="no user"):
+        operations.revoke_user(ledger, "nobody", actor="test")
+    assert [row["actor"] for row in ledger.audit_log()] == ["test"] * 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"name": "user:bob"}, "name"),
+        ({"name": "bob", "group": "a b"}, "group"),
+        ({"name": "b", "role": "x"}, "role"),
+    ],
+)
+def test_a_new_user_is_checked_by_the_shared_rule(fields: dict, where: str) -> None:
+    with pytest.raises(InvalidRequest, match=f"^{where}: "):
+        operations.validated_user(**fields)
+
+
+def test_an_override_is_validated_as_a_whole_policy(ledger: Ledger) -> None:
+    config = ServiceConfig(datasets={"d": DatasetPolicy(epsilon=2.0, c=4)})
+    bob = Holder("user", "bob")
+    done = operations.override_budget(config, ledger, bob, "d", {"c": 3}, actor="test")
+    assert (done.params.c, done.params.epsilon, done.account_open) == (3, 2.0, False)
+    for change, message in [
+        ({"epsilon": math.nan}, "epsilon: Input should be a finite number"),
+        ({"c": "5"}, "c: Input should be a valid integer"),
+        ({"count_epsilon": 2.5}, "budget: count_epsilon is carved out of epsilon"),
+        ({"variant": "twice"}, "variant: Input should be 'single' or 'redraw'"),
+        ({"scope": "global"}, "scope: Extra inputs are not permitted"),
+    ]:
+        with pytest.raises(InvalidRequest, match=re.escape(message)):
+            operations.override_budget(config, ledger, bob, "d", change, actor="test")
+    assert [row["event"] for row in ledger.audit_log()] == ["budget_set"]  # refusals write nothing
+
+
+def test_a_reset_says_whether_there_was_an_account(ledger: Ledger) -> None:
+    assert operations.reset_budget(ledger, Holder("group", "lab"), "d", actor="test") is False
+    assert ledger.audit_log()[0]["principal"] == "group:lab"
+
+
+def test_an_unknown_dataset_is_an_unknown_target() -> None:
+    operations.check_dataset("d", ["d", "e"])
+    with pytest.raises(UnknownTarget, match="no dataset 'x'"):
+        operations.check_dataset("x", ["d", "e"])
