@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from mbeacon.attack import exact_answers, lrt_scores, miss_probability, yes_probabilities
 from mbeacon.attack.live import (
     BatchTooLarge,
+    BeaconBudgetRefused,
     BeaconClient,
-    BudgetExhausted,
     DatasetParams,
     LiveAttackError,
     LiveSettings,
@@ -424,7 +424,7 @@ def test_budget_refusal_and_oversized_batches() -> None:
         "error": {"errorCode": 429, "errorMessage": "privacy budget for dataset 'x' is exhausted"},
         "info": {"dataset": "x", "positivesUsed": 5},
     }
-    with _client(lambda r: httpx.Response(429, json=body)) as client, pytest.raises(BudgetExhausted):
+    with _client(lambda r: httpx.Response(429, json=body)) as client, pytest.raises(BeaconBudgetRefused):
         client.ask([{"probeId": "cg1"}])
     with _client(lambda r: httpx.Response(413)) as client, pytest.raises(BatchTooLarge):
         client.ask([{"probeId": "cg1"}])

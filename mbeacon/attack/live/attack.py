@@ -1,0 +1,194 @@
+"""The whole live attack: parameters, plan, questions, scores, and the result it produces."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mbeacon.attack.defences import Defence
+from mbeacon.attack.live.client import BeaconClient
+from mbeacon.attack.live.errors import LiveAttackError
+from mbeacon.attack.live.parameters import (
+    DEFAULT_MAX_BATCH,
+    DatasetParams,
+    choose_dataset,
+    find_max_batch,
+    parse_datasets,
+    with_account,
+)
+from mbeacon.attack.live.profiles import Profiles
+from mbeacon.attack.live.questions import LiveAnswers, LiveSettings, ask_all, plan_live, stand_in_prior
+from mbeacon.attack.live.scoring import (
+    attacker_beta,
+    checkpoints,
+    empirical_p_values,
+    metrics_by_queries,
+    prior_agreement,
+    score,
+)
+from mbeacon.attack.lrt import miss_probability
+from mbeacon.attack.metrics import roc_curve
+from mbeacon.attack.planning import QueryPlan
+from mbeacon.store.priors import Prior
+
+
+@dataclass
+class LiveResult:
+    """Everything one live attack produced."""
+
+    url: str
+    params: DatasetParams
+    defence: Defence
+    settings: LiveSettings
+    profiles: Profiles
+    plan: QueryPlan
+    askable: np.ndarray
+    answers: LiveAnswers
+    scores: np.ndarray
+    prior_name: str
+    prior_agreement: float | None
+    requests: int
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def queries(self) -> int:
+        return int(self.scores.shape[1])
+
+    def by_queries(self) -> list[dict]:
+        if not self.profiles.has_nonmembers:
+            return []
+        return metrics_by_queries(self.scores, self.profiles.labels, checkpoints(self.queries))
+
+    def score_table(self) -> pd.DataFrame:
+        """One row per profile: final score, p-value against the non-members, and what was answered."""
+        src = self.answers.sources
+        obs = self.answers.observations
+        final = self.scores[:, -1] if self.queries else np.zeros(self.profiles.people)
+        return pd.DataFrame(
+            {
+                "sample": self.profiles.samples,
+                "group": [self.profiles.group(i) for i in range(self.profiles.people)],
+                "score": final,
+                "p_value": empirical_p_values(final, self.profiles.labels),
+                "planned": self.askable.sum(axis=1),
+                "answered": (obs >= 0).sum(axis=1),
+                "positive": (obs == 1).sum(axis=1),
+                "refused": ((src == "refused") | (src == "exhausted")).sum(axis=1),
+                "unasked": ((src == "unasked") & self.askable).sum(axis=1),
+            }
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The metrics file's content (JSON-ready)."""
+        labels = self.profiles.labels
+        out: dict[str, Any] = {
+            "url": self.url,
+            "dataset": self.params.to_json(),
+            "defence": self.defence.label,
+            "profiles": {"victims": int(labels.sum()), "nonmembers": int((~labels).sum())},
+            "queries_per_profile": self.queries,
+            "strategy": self.settings.strategy,
+            "noise_sd": self.settings.noise_sd,
+            "z": self.settings.z,
+            "missing": self.settings.missing,
+            "prior": self.prior_name,
+            "prior_agreement": self.prior_agreement,
+            "seed": self.settings.seed,
+            "answers": {**self.answers.counts(), "planned": int(self.askable.sum())},
+            "budget_exhausted": self.answers.exhausted,
+            "positives_used_before": self.params.positives_used,
+            "max_batch": self.answers.max_batch,
+            "requests": self.requests,
+            "seconds": round(self.seconds, 3),
+            "by_queries": self.by_queries(),
+            "warnings": self.warnings,
+        }
+        if self.profiles.has_nonmembers and self.queries:
+            fpr, tpr = roc_curve(self.scores[:, -1], labels)
+            out["roc"] = {"queries": self.queries, "fpr": fpr.tolist(), "tpr": tpr.tolist()}
+        return out
+
+
+def read_parameters(client: BeaconClient, dataset: str | None) -> tuple[DatasetParams, int]:
+    """The chosen dataset's public parameters (the key's account's, if open) and the server's max batch."""
+    params = choose_dataset(parse_datasets(client.get("/datasets")), dataset)
+    params = with_account(params, client.get_optional("/budget"))
+    documents = [client.get_optional(p) for p in ("/configuration", "/info")]
+    limit = find_max_batch(*documents)
+    if limit is None:
+        limit = find_max_batch(client.get_optional("/openapi.json"))
+    return params, limit or DEFAULT_MAX_BATCH
+
+
+def run_live_attack(
+    client: BeaconClient,
+    profiles: Profiles,
+    settings: LiveSettings,
+    *,
+    prior: Prior | None = None,
+    pool: np.ndarray | None = None,
+    on_start: Callable[[DatasetParams, int], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> LiveResult:
+    """The whole live attack: parameters, plan, questions, scores. ``on_start`` gets the dataset and the
+    number of queries to ask (to size a progress bar); ``on_progress`` the queries of each profile done."""
+    started = time.monotonic()
+    if profiles.people < 2 and pool is None:
+        raise LiveAttackError("the pooled plan needs two or more profiles (or --pool)")
+    params, max_batch = read_parameters(client, settings.dataset)
+    defence = params.defence()
+    warnings = []
+    if not params.allocation_matches():
+        warnings.append(
+            "the published eps1/eps2 are not svt2_allocate's: the attacker's SVT² model is approximate"
+        )
+    if params.positives_used:
+        warnings.append(f"this key had already spent {params.positives_used} of {params.c} positives")
+    public = prior is not None
+    if prior is None:
+        prior = stand_in_prior(profiles.values if pool is None else pool, profiles.probe_ids)
+    plan, askable = plan_live(profiles, prior, settings, pool)
+    if on_start is not None:
+        on_start(params, int(askable.sum()))
+    order = np.random.default_rng(settings.seed).permutation(profiles.people)  # noise-ok: query order only
+    answers = ask_all(
+        client, params, plan, askable, prior, max_batch=max_batch, order=order, on_progress=on_progress
+    )
+    beta = attacker_beta(
+        plan, params.patients, params.threshold, answers.prior_answers, prior_is_public=public
+    )
+    scores = score(
+        defence,
+        plan,
+        beta,
+        params.patients,
+        miss_probability(settings.z, settings.missing),
+        answers.observations,
+    )
+    agreement = prior_agreement(beta, params.threshold, answers.prior_answers) if public else None
+    if agreement is not None and agreement < 0.9:
+        warnings.append(f"only {agreement:.0%} of the beacon's prior answers agree with the prior given")
+    if answers.exhausted:
+        warnings.append("the key's privacy budget ran out: the remaining queries were not answered")
+    return LiveResult(
+        url=client.base,
+        params=params,
+        defence=defence,
+        settings=settings,
+        profiles=profiles,
+        plan=plan,
+        askable=askable,
+        answers=answers,
+        scores=scores,
+        prior_name=prior.name if public else "stand-in: the attacker's own profiles",
+        prior_agreement=agreement,
+        requests=client.requests,
+        seconds=time.monotonic() - started,
+        warnings=warnings,
+    )

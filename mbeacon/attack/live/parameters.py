@@ -1,0 +1,192 @@
+"""The dataset's public parameters, read from the beacon's documents, and the attacker's model of them.
+
+``GET /api/datasets`` publishes each dataset's cohort size and protection, ``GET /api/budget`` the
+parameters frozen in the key's own account, and the configuration, info or OpenAPI documents the
+server's batch limit. A datasets document the client cannot read is an error; the optional ones
+fall back (to the dataset's current policy, to the Beacon default batch limit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mbeacon.attack.defences import Defence
+from mbeacon.attack.live.errors import LiveAttackError
+from mbeacon.privacy.svt2 import svt2_allocate
+
+#: The Beacon v2 default batch limit, used when the server publishes none.
+DEFAULT_MAX_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class DatasetParams:
+    """A dataset as the beacon publishes it: cohort size and protection (never the noisy thresholds)."""
+
+    id: str
+    patients: int
+    mechanism: str
+    epsilon: float
+    c: int
+    threshold: int
+    variant: str = "single"
+    count_epsilon: float = 0.0
+    epsilon1: float | None = None
+    epsilon2: float | None = None
+    on_exhausted: str = "refuse"
+    positives_used: int | None = None
+
+    def defence(self) -> Defence:
+        """The attacker's model of this dataset's answers (the same model the evaluation uses)."""
+        if self.mechanism == "none":
+            if self.threshold == 1:
+                return Defence("none")
+            return Defence("suppression", threshold=self.threshold)
+        if self.mechanism == "svt2":
+            name = "svt2-redraw" if self.variant == "redraw" else "svt2-single"
+            return Defence(name, threshold=self.threshold, epsilon=self.svt_epsilon, c=self.c)
+        raise LiveAttackError(f"dataset {self.id!r}: unknown mechanism {self.mechanism!r}")
+
+    @property
+    def svt_epsilon(self) -> float:
+        """The part of epsilon SVT² uses (noisy counts are carved out of it)."""
+        return self.epsilon - self.count_epsilon
+
+    def allocation_matches(self) -> bool:
+        """Whether the published eps1/eps2 are :func:`svt2_allocate`'s, i.e. what :meth:`defence` assumes."""
+        if self.mechanism != "svt2" or self.epsilon1 is None or self.epsilon2 is None:
+            return True
+        eps1, eps2 = svt2_allocate(self.svt_epsilon, self.c, redraw=self.variant == "redraw")
+        return math.isclose(eps1, self.epsilon1, rel_tol=1e-6) and math.isclose(
+            eps2, self.epsilon2, rel_tol=1e-6
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready, for the metrics file."""
+        return {
+            "id": self.id,
+            "patients": self.patients,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "c": self.c,
+            "threshold": self.threshold,
+            "variant": self.variant,
+            "countEpsilon": self.count_epsilon,
+            "onExhausted": self.on_exhausted,
+        }
+
+
+def _number(value: Any, what: str, kind: type = float) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LiveAttackError(f"/api/datasets: {what} is not a number: {value!r}")
+    return kind(value)
+
+
+def parse_datasets(body: Any) -> list[DatasetParams]:
+    """The datasets of a ``GET /api/datasets`` response (``response.collections[].info``)."""
+    try:
+        collections = body["response"]["collections"]
+    except (KeyError, TypeError):
+        raise LiveAttackError("/api/datasets: not a Beacon collections response") from None
+    out = []
+    for item in collections if isinstance(collections, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("info"), dict):
+            continue
+        info = item["info"]
+        privacy = info.get("privacy") if isinstance(info.get("privacy"), dict) else {}
+        name = str(item.get("id"))
+        out.append(
+            DatasetParams(
+                id=name,
+                patients=_number(info.get("patients"), f"{name}: patients", int),
+                mechanism=str(privacy.get("mechanism", "svt2")),
+                epsilon=_number(privacy.get("epsilon"), f"{name}: epsilon"),
+                c=_number(privacy.get("c"), f"{name}: c", int),
+                threshold=_number(privacy.get("threshold", 1), f"{name}: threshold", int),
+                variant=str(privacy.get("variant", "single")),
+                count_epsilon=_number(privacy.get("countEpsilon", 0.0), f"{name}: countEpsilon"),
+                epsilon1=privacy.get("epsilon1"),
+                epsilon2=privacy.get("epsilon2"),
+                on_exhausted=str(privacy.get("onExhausted", "refuse")),
+            )
+        )
+    return out
+
+
+def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
+    """``params`` with the key's own account parameters from ``GET /api/budget``, when it publishes them.
+
+    Why: an account keeps the parameters it was opened with, so for a key that has queried before
+    they can differ from the dataset's current policy (``/api/datasets``).
+    """
+    try:
+        account = budgets["response"]["budgets"][params.id]
+    except (KeyError, TypeError):
+        return params
+    if not isinstance(account, dict):
+        return params
+
+    def pick(key: str, current: Any, kind: type) -> Any:
+        value = account.get(key)
+        ok = isinstance(value, int | float | str) and not isinstance(value, bool)
+        return kind(value) if ok else current
+
+    return DatasetParams(
+        id=params.id,
+        patients=params.patients,
+        mechanism=pick("mechanism", params.mechanism, str),
+        epsilon=pick("epsilonTotal", params.epsilon, float),
+        c=pick("positivesTotal", params.c, int),
+        threshold=pick("threshold", params.threshold, int),
+        variant=pick("variant", params.variant, str),
+        count_epsilon=pick("countEpsilon", params.count_epsilon, float),
+        epsilon1=pick("epsilon1", params.epsilon1, float),
+        epsilon2=pick("epsilon2", params.epsilon2, float),
+        on_exhausted=pick("onExhausted", params.on_exhausted, str),
+        positives_used=pick("positivesUsed", params.positives_used, int),
+    )
+
+
+def choose_dataset(datasets: Sequence[DatasetParams], wanted: str | None) -> DatasetParams:
+    """The dataset asked for, or the only one the key sees; a clear error otherwise."""
+    names = ", ".join(d.id for d in datasets) or "none"
+    if wanted is not None:
+        for d in datasets:
+            if d.id == wanted:
+                return d
+        raise LiveAttackError(f"dataset {wanted!r} is not visible to this key (it sees: {names})")
+    if len(datasets) != 1:
+        what = "no dataset" if not datasets else f"{len(datasets)} datasets ({names})"
+        raise LiveAttackError(f"this key sees {what}; choose one with --dataset")
+    return datasets[0]
+
+
+def find_max_batch(*documents: Any) -> int | None:
+    """The server's batch limit: a ``maxBatch`` field anywhere, else the ``maxItems`` of the batch form of
+    ``requestParameters`` in the OpenAPI document; None if none is published."""
+
+    def walk(node: Any) -> Iterator[int]:
+        if isinstance(node, dict):
+            value = node.get("maxBatch")
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+                yield value
+            parameters = node.get("requestParameters")
+            if isinstance(parameters, dict):
+                for option in parameters.get("oneOf", []) or []:
+                    if isinstance(option, dict) and option.get("type") == "array":
+                        items = option.get("maxItems")
+                        if isinstance(items, int) and not isinstance(items, bool) and items >= 1:
+                            yield items
+            for child in node.values():
+                yield from walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                yield from walk(child)
+
+    for document in documents:
+        found = next(walk(document), None)
+        if found is not None:
+            return found
+    return None
