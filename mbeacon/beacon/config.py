@@ -90,6 +90,11 @@ class ServiceConfig(BaseModel):
         """The policy of a dataset: its own table in the file, else ``defaults``."""
         return self.datasets.get(dataset_id, self.defaults)
 
+    def prior_for(self, dataset_id: str) -> str | None:
+        """The prior this configuration names for a dataset: its policy's ``prior``, else ``default_prior``
+        (None: the store's only prior, see :func:`mbeacon.store.priors.choose_prior`)."""
+        return self.policy(dataset_id).prior or self.default_prior
+
 
 def _policy_tables(raw: dict[str, Any]) -> dict[str, Any]:
     """Dataset tables inherit every key they do not set from ``[defaults]``."""

@@ -37,7 +37,7 @@ from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 from mbeacon.privacy.svt2 import SVT2State, svt2_resume, svt2_step
 from mbeacon.store.cohorts import Cohort, CohortStore
-from mbeacon.store.priors import Prior, load_prior, prior_names
+from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
 SETTLE_NS = 1_000_000_000
@@ -184,17 +184,14 @@ class AnswerEngine:
             return self._cohorts[dataset]
 
     def prior_name(self, dataset: str) -> str:
-        policy = self.config.policy(dataset)
-        name = policy.prior or self.config.default_prior
-        if name:
-            return name
-        names = prior_names(self.config.store)
-        if len(names) == 1:
-            return names[0]
-        raise RuntimeError(
-            f"dataset {dataset!r} has no prior: set prior = NAME in its [datasets.{dataset}] table or "
-            f"default_prior (the store has {len(names)} priors: {', '.join(names) or 'none'})"
-        )
+        """The dataset's prior; :class:`NoPriorChosen` saying where to name one if it has none."""
+        try:
+            return choose_prior(self.config.store, self.config.prior_for(dataset)).name
+        except NoPriorChosen as error:
+            raise NoPriorChosen(
+                f"dataset {dataset!r} has no prior: set prior = NAME in its [datasets.{dataset}] table or "
+                f"default_prior ({error})"
+            ) from None
 
     def prior(self, dataset: str) -> Prior:
         name = self.prior_name(dataset)
@@ -287,7 +284,7 @@ class AnswerEngine:
         or for an unprotected dataset that has no prior configured."""
         try:
             probability = self.prior(dataset).probability(ids, lo, hi)
-        except RuntimeError:  # no prior configured: allowed only for an unprotected dataset
+        except NoPriorChosen:  # allowed only for an unprotected dataset
             if self.config.policy(dataset).mechanism == "svt2":
                 raise
             return np.clip(hi - lo, 0.0, 1.0)
@@ -300,7 +297,7 @@ class AnswerEngine:
         """:meth:`_probability` of one query, the same float."""
         try:
             probability = self.prior(dataset).probability_one(probe or "", lo, hi)
-        except RuntimeError:
+        except NoPriorChosen:
             if self.config.policy(dataset).mechanism == "svt2":
                 raise
             probability = math.nan

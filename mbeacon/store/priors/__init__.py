@@ -48,14 +48,25 @@ from mbeacon.store.priors.build import (
 from mbeacon.store.priors.model import Prior
 from mbeacon.store.priors.names import check_name
 from mbeacon.store.priors.sd_model import SdModel, learn_sd_model
-from mbeacon.store.priors.storage import list_priors, load_prior, prior_names, save_prior
+from mbeacon.store.priors.storage import (
+    NoPriorChosen,
+    PriorChoice,
+    choose_prior,
+    list_priors,
+    load_prior,
+    prior_names,
+    save_prior,
+)
 from mbeacon.store.priors.table_files import iter_table_file
 
 __all__ = [
+    "NoPriorChosen",
     "Prior",
+    "PriorChoice",
     "SdModel",
     "beta_moments",
     "check_name",
+    "choose_prior",
     "import_means_file",
     "iter_table_file",
     "learn_sd_model",

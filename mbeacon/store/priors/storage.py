@@ -20,7 +20,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
@@ -34,6 +34,9 @@ __all__ = [
     "FILE_FORMAT",
     "FILE_FORMAT_VERSION",
     "PRIORS_DIR",
+    "NoPriorChosen",
+    "PriorChoice",
+    "choose_prior",
     "list_priors",
     "load_prior",
     "prior_names",
@@ -187,6 +190,33 @@ def prior_names(store_dir: Any) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and _versions(p))
+
+
+class PriorChoice(NamedTuple):
+    """A prior's name and what chose it (shown to operators so they know which prior was used)."""
+
+    name: str
+    chosen_by: str
+
+
+class NoPriorChosen(DataError):
+    """No prior was named and the store does not hold exactly one."""
+
+
+def choose_prior(store_dir: Any, named: str | None = None, *, named_by: str = "config") -> PriorChoice:
+    """The prior to use: ``named`` when given (``named_by`` says who named it), else the store's only
+    prior. The service and the budget advisor both choose this way, so that the advisor models the
+    prior the beacon answers with. :class:`NoPriorChosen` says how many priors the store holds."""
+    if named:
+        return PriorChoice(named, named_by)
+    names = prior_names(store_dir)
+    if len(names) == 1:
+        return PriorChoice(names[0], "only prior in the store")
+    if not names:
+        raise NoPriorChosen(
+            f"store {store_dir} has no priors: build or import one first (mbeacon prior --help)"
+        )
+    raise NoPriorChosen(f"store {store_dir} has {len(names)} priors ({', '.join(names)}) and none is named")
 
 
 def list_priors(store_dir: Any) -> list[dict[str, Any]]:
