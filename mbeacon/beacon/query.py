@@ -20,32 +20,117 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-PROBE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
-DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-REFERENCE_PATTERN = r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$"
-Granularity = Literal["boolean", "count", "record"]
-IncludeResultsets = Literal["ALL", "HIT", "MISS", "NONE"]
+from mbeacon.beacon.wire import (
+    API_VERSION,
+    BETA_MAX,
+    BETA_MIN,
+    DATASET_PATTERN,
+    DEFAULT_GRANULARITY,
+    DEFAULT_INCLUDE,
+    MAX_DATASET_IDS,
+    MAX_START,
+    PROBE_PATTERN,
+    REFERENCE_PATTERN,
+    Granularity,
+    IncludeResultsets,
+)
+from mbeacon.pydantic_errors import describe
 
 
 class QueryError(ValueError):
     """A request that cannot be answered as sent; ``str()`` is safe to show the caller."""
 
 
+# The position and the dataset ids are checked by the validators below (whose messages say what a
+# caller got wrong); these annotations only give the document the same bounds and pattern.
+_POSITION = {"type": "integer", "minimum": 0, "maximum": MAX_START, "description": "0-based position."}
+Position = Annotated[int, WithJsonSchema(_POSITION)]
+OnePosition = Annotated[
+    list[int], WithJsonSchema({"type": "array", "items": _POSITION, "minItems": 1, "maxItems": 1})
+]
+DatasetId = Annotated[str, WithJsonSchema({"type": "string", "pattern": DATASET_PATTERN})]
+
+
 class RequestParameters(BaseModel):
-    """One methylation query's ``requestParameters``."""
+    """One methylation query: is there a dataset with at least T patients whose beta value at the probe
+    lies in [minValue, maxValue]? Name the probe by `probeId` or by `referenceName` + `start` (resolved
+    through the cohort's probe manifest), not both. minValue must not exceed maxValue. `datasetIds`
+    defaults to every dataset the caller may query."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "title": "by probe id",
+                    "required": ["probeId"],
+                    "properties": {
+                        "probeId": {"type": "string"},
+                        "referenceName": {"type": "null"},
+                        "start": {"type": "null"},
+                    },
+                },
+                {
+                    "title": "by position",
+                    "required": ["referenceName", "start"],
+                    "properties": {
+                        "probeId": {"type": "null"},
+                        "referenceName": {"type": "string"},
+                        "start": {"not": {"type": "null"}},
+                    },
+                },
+            ],
+            "examples": [
+                {"probeId": "cg00000029", "minValue": 0.6, "maxValue": 0.8, "datasetIds": ["demo-cohort"]}
+            ],
+        },
+    )
 
-    probeId: str | None = Field(None, pattern=PROBE_PATTERN)
-    referenceName: str | None = Field(None, pattern=REFERENCE_PATTERN)
-    start: int | list[int] | None = None
-    minValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
-    maxValue: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
-    datasetIds: list[str] | None = Field(None, max_length=100)
+    probeId: str | None = Field(
+        None,
+        pattern=PROBE_PATTERN,
+        description="The CpG probe, e.g. an Illumina 450K/EPIC id such as cg00000029.",
+    )
+    referenceName: str | None = Field(
+        None,
+        pattern=REFERENCE_PATTERN,
+        description="Chromosome of the CpG (referenceName + start instead of probeId).",
+    )
+    start: Position | OnePosition | None = Field(
+        None, description="0-based position of the CpG (a one-item array is accepted too)."
+    )
+    minValue: float | None = Field(
+        None,
+        ge=BETA_MIN,
+        le=BETA_MAX,
+        allow_inf_nan=False,
+        description=f"Lower bound of the beta-value range (default {BETA_MIN:g}).",
+    )
+    maxValue: float | None = Field(
+        None,
+        ge=BETA_MIN,
+        le=BETA_MAX,
+        allow_inf_nan=False,
+        description=f"Upper bound of the beta-value range (default {BETA_MAX:g}).",
+    )
+    datasetIds: list[DatasetId] | None = Field(
+        None,
+        max_length=MAX_DATASET_IDS,
+        description="Datasets to ask (default: every dataset available to the caller).",
+    )
 
     @field_validator("start")
     @classmethod
@@ -54,7 +139,7 @@ class RequestParameters(BaseModel):
             if len(value) != 1:
                 raise ValueError("give one start position (a CpG is a single base)")
             value = value[0]
-        if value is not None and not 0 <= value < 2**31:
+        if value is not None and not 0 <= value <= MAX_START:
             raise ValueError("start must be a 0-based position >= 0")
         return value
 
@@ -80,25 +165,40 @@ class RequestParameters(BaseModel):
         return self
 
 
+PARAMETER_NAMES = frozenset(RequestParameters.model_fields)
+"""The names a query's parameters may have (in a POST item and in a GET query string)."""
+
+RequestedGranularity = Annotated[
+    Granularity,
+    Field(description="`count` is honoured only for CONTROLLED callers on datasets with noisy counts."),
+]
+IncludedResultsets = Annotated[IncludeResultsets, Field(description="Which result sets to list.")]
+ApiVersion = Annotated[str, Field(description="Beacon API version the client expects (echoed).")]
+
+
 class BeaconQuery(BaseModel):
-    """``query`` of the request body; ``requestParameters`` is validated item by item (below)."""
+    """Other Beacon query fields (filters, pagination) are accepted and ignored."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
+    # Validated item by item by parse_body; its document schema (one query or a batch of up to the
+    # configured max_batch) is set where the configuration is known.
     requestParameters: Any
-    requestedGranularity: Granularity = "boolean"
-    includeResultsetResponses: IncludeResultsets = "HIT"
-    testMode: bool = False
+    requestedGranularity: RequestedGranularity = DEFAULT_GRANULARITY
+    includeResultsetResponses: IncludedResultsets = DEFAULT_INCLUDE
+    testMode: bool = Field(False, description="Beacon test mode: virtual answers, from the prior, free.")
 
 
 class RequestMeta(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    apiVersion: str = "v2.0.0"
+    apiVersion: ApiVersion = API_VERSION
     requestedSchemas: list[dict] = Field(default_factory=list)
 
 
-class RequestBody(BaseModel):
+class BeaconRequestBody(BaseModel):
+    """The Beacon v2 request body (`meta` is optional here)."""
+
     model_config = ConfigDict(extra="allow")
 
     meta: RequestMeta = RequestMeta()
@@ -118,8 +218,8 @@ class MethylationQuery:
 
     @classmethod
     def from_parameters(cls, p: RequestParameters) -> MethylationQuery:
-        lo = 0.0 if p.minValue is None else float(p.minValue)
-        hi = 1.0 if p.maxValue is None else float(p.maxValue)
+        lo = BETA_MIN if p.minValue is None else float(p.minValue)
+        hi = BETA_MAX if p.maxValue is None else float(p.maxValue)
         start = p.start if isinstance(p.start, int) or p.start is None else p.start[0]
         datasets = tuple(dict.fromkeys(p.datasetIds)) if p.datasetIds else None
         return cls(p.probeId, p.referenceName, start, lo, hi, datasets)
@@ -140,18 +240,8 @@ class ParsedRequest:
     granularity: str
     include: str
     batch: bool
-    api_version: str = "v2.0.0"
+    api_version: str = API_VERSION
     test_mode: bool = False
-
-
-def _describe(error: ValidationError, prefix: str) -> str:
-    """pydantic's errors as ``field: message`` pairs, the field path as the caller wrote it."""
-    parts = []
-    for item in error.errors()[:5]:
-        where = ".".join(str(part) for part in item["loc"])
-        message = item["msg"].removeprefix("Value error, ")
-        parts.append(f"{prefix}.{where}: {message}" if where else f"{prefix}: {message}")
-    return "; ".join(parts)
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:
@@ -159,10 +249,9 @@ def _parameters(raw: Any, where: str) -> MethylationQuery:
     try:
         return MethylationQuery.from_parameters(RequestParameters.model_validate(raw))
     except ValidationError as error:
-        raise QueryError(_describe(error, where)) from None
+        raise QueryError(describe(error, prefix=where)) from None
 
 
-_FIELDS = frozenset(RequestParameters.model_fields)
 # The model's patterns, matched as pydantic matches them (to the end of the text, no newline before it).
 _probe_id = re.compile(PROBE_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
 _reference_name = re.compile(REFERENCE_PATTERN.removeprefix("^").removesuffix("$")).fullmatch
@@ -177,7 +266,7 @@ def _plain(raw: Any) -> MethylationQuery | None:
     rules) and returns what ``_parameters`` returns for it; anything else, every error included, is
     left to the model, whose messages name the field. ``tests/test_query_fastpath.py`` checks both.
     """
-    if type(raw) is not dict or not raw.keys() <= _FIELDS:
+    if type(raw) is not dict or not raw.keys() <= PARAMETER_NAMES:
         return None
     get = raw.get
     probe = get("probeId")
@@ -191,25 +280,26 @@ def _plain(raw: Any) -> MethylationQuery | None:
             return None
         if type(start) is list and len(start) == 1:
             start = start[0]
-        if type(start) is not int or not 0 <= start < 2**31:
+        if type(start) is not int or not 0 <= start <= MAX_START:
             return None
     lo = get("minValue")
     if lo is None:
-        lo = 0.0
-    elif (type(lo) is float or type(lo) is int) and 0.0 <= lo <= 1.0:  # NaN and infinities fail here
+        lo = BETA_MIN
+    # NaN and infinities fail the comparisons.
+    elif (type(lo) is float or type(lo) is int) and BETA_MIN <= lo <= BETA_MAX:
         lo = float(lo)
     else:
         return None
     hi = get("maxValue")
     if hi is None:
-        hi = 1.0
-    elif (type(hi) is float or type(hi) is int) and lo <= hi <= 1.0:
+        hi = BETA_MAX
+    elif (type(hi) is float or type(hi) is int) and lo <= hi <= BETA_MAX:
         hi = float(hi)
     else:
         return None
     ids = get("datasetIds")
     if ids is not None:
-        if type(ids) is not list or len(ids) > 100:
+        if type(ids) is not list or len(ids) > MAX_DATASET_IDS:
             return None
         for item in ids:
             if type(item) is not str or not _dataset_id(item):
@@ -233,9 +323,9 @@ def parse_body(body: Any, *, max_batch: int) -> ParsedRequest:
     if not isinstance(body, dict):
         raise QueryError("request body: expected a JSON object with 'meta' and 'query'")
     try:
-        parsed = RequestBody.model_validate(body)
+        parsed = BeaconRequestBody.model_validate(body)
     except ValidationError as error:
-        raise QueryError(_describe(error, "body")) from None
+        raise QueryError(describe(error, prefix="body")) from None
     raw = parsed.query.requestParameters
     where = "query.requestParameters"
     if isinstance(raw, list):
@@ -263,13 +353,12 @@ class GetOptions(BaseModel):
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    apiVersion: str = "v2.0.0"
-    requestedGranularity: Granularity = "boolean"
-    includeResultsetResponses: IncludeResultsets = "HIT"
+    apiVersion: ApiVersion = API_VERSION
+    requestedGranularity: RequestedGranularity = DEFAULT_GRANULARITY
+    includeResultsetResponses: IncludedResultsets = DEFAULT_INCLUDE
 
 
-_PARAMETER_NAMES = frozenset(RequestParameters.model_fields)
-_GET_FIELDS = _PARAMETER_NAMES | set(GetOptions.model_fields) | {"testMode"}
+_GET_FIELDS = PARAMETER_NAMES | set(GetOptions.model_fields) | {"testMode"}
 
 
 def parse_args(args: Mapping[str, str]) -> ParsedRequest:
@@ -282,7 +371,7 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
     unknown = sorted(set(args) - _GET_FIELDS)
     if unknown:
         raise QueryError(f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(_GET_FIELDS))}")
-    values: dict[str, Any] = {k: v for k, v in args.items() if k in _PARAMETER_NAMES}
+    values: dict[str, Any] = {k: v for k, v in args.items() if k in PARAMETER_NAMES}
     if "datasetIds" in values:
         values["datasetIds"] = [v for v in values["datasetIds"].split(",") if v]
     if "start" in values:
@@ -298,7 +387,7 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
     try:
         options = GetOptions.model_validate(args)
     except ValidationError as error:
-        raise QueryError(_describe(error, "query")) from None
+        raise QueryError(describe(error, prefix="query")) from None
     return ParsedRequest(
         [_plain(values) or _parameters(values, "query.requestParameters")],
         options.requestedGranularity,
