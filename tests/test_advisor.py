@@ -187,7 +187,7 @@ def test_no_setting_meets_an_unreachable_target(demo) -> None:
     advice = advise(demo.store, DEMO_DATASET, config=unsafe, workers=1)
     assert advice.recommendation is None and advice.toml() == ""
     assert advice.closest is not None and advice.closest.risk > 0.5001
-    assert advice.as_json()["recommendation"] is None
+    assert advice.to_json()["recommendation"] is None
 
 
 def _candidate(label: str, ud: float, ur: float, eps: float, risk: float = 0.55) -> Candidate:
