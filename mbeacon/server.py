@@ -64,8 +64,8 @@ def post_fork(server: Any, worker: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     """The objects of start-up (modules, the app, the prior's arrays) leave the garbage collector's
-    view: a full collection no longer walks them all, which cost a 1,000-query batch 7-14 ms of CPU
-    on average (one full collection of ~160k objects, ~100 ms, every 10-15 batches)."""
+    view, so that a full collection, which the allocations of large batches trigger every so often,
+    does not walk the many long-lived objects that can never be garbage."""
     import gc
 
     gc.collect()

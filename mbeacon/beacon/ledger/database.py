@@ -8,8 +8,8 @@ every request), and ``lock_clause()`` says how to lock a budget account row. Cho
 * **SQLite** (default, one host): WAL journal so readers never block the writer, ``BEGIN IMMEDIATE``
   so two workers cannot both read an account and then both write it. Writers queue on an advisory
   file lock (``flock`` on ``<ledger>.lock``) before ``BEGIN IMMEDIATE``: the kernel wakes the next
-  writer the moment the lock is free, whereas SQLite's busy handler polls with sleeps of up to
-  100 ms, which put 80 ms spikes into the p99 latency under load. The kernel drops the lock of a
+  writer the moment the lock is free, whereas SQLite's busy handler polls with sleeps that show up
+  as spikes in the tail latency under load. The kernel drops the lock of a
   killed process. The busy timeout stays as the fallback for writers that do not take the file
   lock (``sqlite3`` on the command line). One connection per thread and process. Durability: every
   commit survives a crash of the process (SIGKILL included). A transaction that changes budget
@@ -20,8 +20,8 @@ every request), and ``lock_clause()`` says how to lock a budget account row. Cho
   checkpoint's (``synchronous = NORMAL``, at most ``CHECKPOINT_PAGES`` pages): losing them in a power
   failure costs no privacy, since SVT² pays for any number of such answers with the same threshold
   pair and a lost cache entry only means the query is answered afresh. ``sqlite_sync = "full"``
-  syncs every commit instead (the audit log then survives power loss too; about 3 ms per request
-  on this machine's disk).
+  syncs every commit instead (the audit log then survives power loss too, at the cost of one fsync
+  per request).
 
   When the fsync happens: a commit that writes new secret thresholds (``tx.new_secrets``: an
   account opened, or redrawn with the ``redraw`` variant) is synced before the writer lock is
@@ -71,8 +71,8 @@ WRITE_FAILURE_S = 30.0  # /readyz says not ready this long after a failed write 
 CACHE_KIB = 32 * 1024
 #: Pages in the write-ahead log before a commit copies them into the database (SQLite's default is
 #: 1,000). A page changed by many commits in between (the answers index, the accounts) is copied
-#: once; measured on a 1,000-query batch: 51 ms of CPU instead of 63 ms (with CACHE_KIB). Free,
-#: unsynced commits wait longer for the checkpoint's fsync (see the module docstring).
+#: once rather than once per checkpoint, which saves batches CPU. Free, unsynced commits wait longer
+#: for the checkpoint's fsync (see the module docstring).
 CHECKPOINT_PAGES = 10_000
 
 

@@ -60,8 +60,9 @@ def beta_quantile_of_normal(z: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.n
     """``Beta(a_i, b_i).ppf(Phi(z_ij))`` for a rows x columns ``z`` and per-row ``a``, ``b``.
 
     A cubic Hermite interpolant in logit space on a 25-node latent grid over [-6, 6], with the exact
-    derivative at the nodes: 40x faster than ``scipy.special.betaincinv`` per value, within 1e-4 of it
-    for 99.9% of values (|z| > 6, probability 2e-9, is clipped to 6).
+    derivative at the nodes: a few polynomial steps per value instead of ``scipy.special.betaincinv``'s
+    iterative inversion, within 1e-4 of it for 99.9% of values (|z| > 6, probability 2e-9, is clipped
+    to 6).
     """
     level, slope = _quantile_nodes(a, b)
     return _hermite(level, slope, np.asarray(z, dtype=np.float64))
