@@ -1,9 +1,9 @@
 """Which prior the advisor simulates a dataset's beacon with, and how that prior was chosen.
 
-The beacon's engine picks a dataset's prior by a rule of its own
-(:meth:`mbeacon.beacon.engine.AnswerEngine.prior_name`); the advisor's rule adds an explicit
-``--prior``, works without a service configuration, and tells the operator what to pass when the
-choice is ambiguous.
+The service names a dataset's prior with :meth:`mbeacon.beacon.config.ServiceConfig.prior_for` and
+:func:`mbeacon.store.priors.choose_prior`; the advisor's rule puts an explicit ``--prior`` first,
+works without a service configuration, and tells the operator what to pass when the choice is
+ambiguous.
 """
 
 from __future__ import annotations
