@@ -1,5 +1,8 @@
 """Run the benchmark suite and print one summary table: ``python -m benchmarks [--quick] [--only G]``.
 
+``--markdown`` also writes the table to ``benchmarks/RESULTS.md`` (or to the path given), the record of
+the latest full run that the top-level README points to.
+
 Each group is a module ``benchmarks/bench_<group>.py`` exposing ``run(quick: bool) -> list[Result]``;
 add a group by writing the module and appending its name to ``GROUPS``.
 """
@@ -14,9 +17,11 @@ import time
 import traceback
 from pathlib import Path
 
-from benchmarks.common import Result, machine_info, markdown_table, print_table
+from benchmarks.common import Result, machine_info, print_table, results_markdown
 
 GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack", "load"]
+#: Where ``--markdown`` without a path writes: benchmarks/RESULTS.md of this repository.
+RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def run_group(group: str, quick: bool) -> list[Result]:
@@ -44,7 +49,7 @@ def run_group(group: str, quick: bool) -> list[Result]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="mbeacon benchmarks: each figure side by side with its baseline, in one table.",
@@ -58,10 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
     parser.add_argument(
-        "--markdown", type=Path, metavar="PATH", help="also write the table as Markdown (for the README)"
+        "--markdown",
+        type=Path,
+        nargs="?",
+        const=RESULTS_MD,
+        metavar="PATH",
+        help="also write the table as Markdown, to PATH or by default to benchmarks/RESULTS.md",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few seconds")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     groups = args.only or GROUPS
     info = machine_info()
@@ -87,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results written to {args.json}", file=sys.stderr)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown_table(results, info), encoding="utf-8")
+        args.markdown.write_text(results_markdown(results, info), encoding="utf-8")
         print(f"table written to {args.markdown}", file=sys.stderr)
     return 1 if any(r.detail.get("error") for r in results) else 0
 

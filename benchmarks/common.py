@@ -247,8 +247,23 @@ def _note_text(res: Result) -> str:
     return " ".join(parts)
 
 
+RESULTS_INTRO = """\
+# Benchmark results
+
+The latest full run of `python -m benchmarks --markdown`, which writes this file; what each row
+measures is in [README.md](README.md). A ratio is always the speed of ours over the baseline's, both
+measured side by side in the same run (above 1: ours faster). Absolute figures depend on the machine
+and its load; compare ratios.
+"""
+
+
+def results_markdown(results: list[Result], info: dict[str, Any]) -> str:
+    """``benchmarks/RESULTS.md``: a title and how to read it, then :func:`markdown_table`."""
+    return RESULTS_INTRO + "\n" + markdown_table(results, info)
+
+
 def markdown_table(results: list[Result], info: dict[str, Any]) -> str:
-    """The summary table as Markdown, headed by the date and the machine: what the README shows."""
+    """The summary table as Markdown, headed by the date and the machine, with each row's notes."""
     lines = [
         f"Run of {info['date']} on {info['cpu']} ({info['cores']} cores), Python {info['python']}, "
         f"numpy {info['numpy']}{' (--quick: figures not representative)' if info.get('quick') else ''}.",
@@ -262,6 +277,6 @@ def markdown_table(results: list[Result], info: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     notes = [(res.name, _note_text(res)) for res in results if res.note or res.baseline_name]
     if notes:
-        lines.append("")
+        lines += ["", "## What each baseline is", ""]
         lines += [f"- {name}: {text}" for name, text in notes]
     return "\n".join(lines) + "\n"
