@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from mbeacon.beacon import operations
 from mbeacon.beacon.config import DatasetPolicy, ServiceConfig
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
-from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, budget_holder, is_name
+from mbeacon.beacon.holders import (
+    HOLDER_PATTERN,
+    NAME_PATTERN,
+    Holder,
+    budget_holder,
+    canonical_name,
+    is_name,
+)
 from mbeacon.beacon.ledger import Ledger
 
 names = st.from_regex(NAME_PATTERN, fullmatch=True)
@@ -43,7 +50,7 @@ def test_shared_holders_have_no_name(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["bob", "user:", "user:user:bob", "group:a b", "user:\x00", "Global", "team:x", "user:" + "x" * 65],
+    ["bob", "user:", "user:user:bob", "group:a b", "user:\x00", "user:bоb", "team:x", "user:" + "x" * 65],
 )
 def test_malformed_holders_are_refused_by_name(text: str) -> None:
     with pytest.raises(InvalidRequest, match="budget holder must be user:NAME"):
@@ -54,6 +61,30 @@ def test_malformed_holders_are_refused_by_name(text: str) -> None:
 @given(text=st.text(max_size=80))
 def test_the_name_rule_and_the_holder_rule_agree(text: str) -> None:
     assert is_name(text) == (re.fullmatch(HOLDER_PATTERN, f"user:{text}") is not None)
+
+
+@pytest.mark.parametrize("spelling", ["Dup2", "dup2 ", " DUP2", "ｄｕｐ２", "Ｄｕｐ２\t"])
+def test_every_spelling_of_a_name_is_the_name(spelling: str) -> None:
+    assert canonical_name(spelling) == "dup2"
+    assert Holder.parse(f" User:{spelling.strip()}") == Holder("user", "dup2")
+    assert Holder.from_command_line(spelling) == Holder("user", "dup2")
+    assert operations.validated_user(name=spelling, group=spelling.upper()).model_dump()["group"] == "dup2"
+
+
+def test_a_revoked_name_cannot_be_taken_again_in_another_spelling(ledger: Ledger) -> None:
+    operations.add_user(ledger, operations.validated_user(name="dup2"), actor="test")
+    operations.revoke_user(ledger, "DUP2", actor="test")
+    assert ledger.user("dup2").revoked is not None
+    for spelling in ("Dup2", "dup2 ", "ｄｕｐ２"):
+        with pytest.raises(AlreadyExists, match="'dup2' exists"):
+            operations.add_user(ledger, operations.validated_user(name=spelling), actor="test")
+    assert [user.name for user in ledger.users()] == ["dup2"]
+
+
+@given(text=st.text(max_size=20))
+def test_canonical_names_are_stable(text: str) -> None:
+    once = canonical_name(text)
+    assert canonical_name(once) == once
 
 
 def test_budget_holder_follows_the_scope() -> None:

@@ -17,7 +17,7 @@ from mbeacon.api.auth import require_admin
 from mbeacon.api.responses import informational
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon import operations
-from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, is_name
+from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, canonical_name, is_name
 from mbeacon.beacon.operations import BudgetChange, NewUser
 from mbeacon.beacon.query import QueryError
 from mbeacon.pydantic_errors import describe
@@ -51,10 +51,12 @@ def _body(model: type[BaseModel]) -> BaseModel:
 
 
 def _check_name(name: str) -> str:
-    """A user name from the path: the pattern users are created with (PostgreSQL refuses NUL bytes)."""
-    if not is_name(name):
+    """A user name from the path, in its canonical spelling; 404 for what no user can be called
+    (PostgreSQL refuses NUL bytes, so they must not reach the ledger)."""
+    canonical = canonical_name(name)
+    if not is_name(canonical):
         raise NotFound(f"no user {name[:70]!r}")
-    return name
+    return canonical
 
 
 def _actor() -> str:
@@ -78,7 +80,8 @@ def add_user():
 @bp.post("/users/<name>/revoke")
 def revoke_user(name: str):
     actor = _actor()
-    operations.revoke_user(runtime().ledger, _check_name(name), actor=actor)
+    name = _check_name(name)
+    operations.revoke_user(runtime().ledger, name, actor=actor)
     return informational({"user": runtime().ledger.user(name).public()})
 
 

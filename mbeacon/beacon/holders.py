@@ -5,18 +5,25 @@ A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget
 ``anonymous`` (the callers without a key, when the service lets them in). User and group names share
 one pattern, which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes,
 no separators).
+
+A name has one spelling (:func:`canonical_name`): Unicode compatibility forms (full-width letters),
+surrounding white space and letter case are not part of it, so ``Dup2``, ``"dup2 "`` and ``ｄｕｐ２`` all
+name the user ``dup2``. A budget is tied to a name and a revoked name is never reused, so a respelled
+name must not open a second budget.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from mbeacon.beacon.errors import InvalidRequest
 
-#: A user or group name: a letter or digit, then letters, digits and ``._@-``; 64 characters at most.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+#: A user or group name in its canonical spelling: a lower-case letter or digit, then those and ``._@-``;
+#: 64 characters at most.
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._@-]{0,63}$"
 _NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
 #: A budget holder as written in the admin API's paths and filters.
 HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$"
@@ -24,8 +31,14 @@ HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$"
 HolderKind = Literal["user", "group", "global", "anonymous"]
 
 
+def canonical_name(text: str) -> str:
+    """The one spelling of a name (or holder): NFKC-normalised, stripped of surrounding white space,
+    case-folded. Whether the result is a valid name is :func:`is_name`'s question."""
+    return unicodedata.normalize("NFKC", text).strip().casefold()
+
+
 def is_name(text: str) -> bool:
-    """Whether ``text`` is a valid user or group name."""
+    """Whether ``text`` is a valid user or group name in its canonical spelling."""
     return re.fullmatch(NAME_PATTERN, text) is not None
 
 
@@ -41,20 +54,23 @@ class Holder:
 
     @classmethod
     def parse(cls, text: str, *, what: str = "budget holder") -> Holder:
-        """A holder as the admin API writes it; :class:`InvalidRequest` naming ``what`` otherwise."""
-        if re.fullmatch(HOLDER_PATTERN, text) is None:
+        """A holder as the admin API writes it, in any spelling of it (:func:`canonical_name`);
+        :class:`InvalidRequest` naming ``what`` otherwise."""
+        canonical = canonical_name(text)
+        if re.fullmatch(HOLDER_PATTERN, canonical) is None:
             raise InvalidRequest(
                 f"{what} must be user:NAME, group:NAME, global or anonymous, not {text[:70]!r}"
             )
-        kind, _, name = text.partition(":")
+        kind, _, name = canonical.partition(":")
         return cls(kind, name or None)  # type: ignore[arg-type]
 
     @classmethod
     def from_command_line(cls, text: str) -> Holder:
         """A holder as an operator types it: a bare name is that user's (``alice`` is ``user:alice``)."""
-        if ":" in text or text in ("global", "anonymous"):
-            return cls.parse(text)
-        return cls.parse(f"user:{text}")
+        canonical = canonical_name(text)
+        if ":" in canonical or canonical in ("global", "anonymous"):
+            return cls.parse(canonical)
+        return cls.parse(f"user:{canonical}")
 
 
 def budget_holder(scope: str, user: str, group: str | None, anonymous: bool) -> str:

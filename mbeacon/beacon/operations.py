@@ -12,13 +12,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 
 from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
 from mbeacon.beacon.errors import InvalidRequest, UnknownTarget
-from mbeacon.beacon.holders import NAME_PATTERN, Holder
+from mbeacon.beacon.holders import NAME_PATTERN, Holder, canonical_name
 from mbeacon.beacon.ledger import Ledger
 from mbeacon.beacon.ledger.ledger import ROLES
 from mbeacon.pydantic_errors import describe
@@ -32,6 +32,12 @@ class NewUser(BaseModel):
     tier: Tier = "REGISTERED"
     role: str = Field("researcher", pattern=f"^({'|'.join(ROLES)})$")
     group: str | None = Field(None, pattern=NAME_PATTERN)
+
+    @field_validator("name", "group", mode="before")
+    @classmethod
+    def _canonical(cls, value: object) -> object:
+        """Every spelling of a name is the name (:func:`~mbeacon.beacon.holders.canonical_name`)."""
+        return canonical_name(value) if isinstance(value, str) else value
 
 
 #: The policy fields an operator may override per holder and dataset.
@@ -78,13 +84,14 @@ def add_user(ledger: Ledger, new: NewUser, *, actor: str) -> str:
 
 
 def rotate_key(ledger: Ledger, name: str, *, actor: str) -> str:
-    """A new key for an active user; the old one stops working at once."""
-    return ledger.rotate_key(name, actor=actor)
+    """A new key for an active user (named in any spelling); the old one stops working at once."""
+    return ledger.rotate_key(canonical_name(name), actor=actor)
 
 
 def revoke_user(ledger: Ledger, name: str, *, actor: str) -> None:
-    """Revoke the user's key; their budget accounts stay in the ledger (a name is never reused)."""
-    ledger.revoke_user(name, actor=actor)
+    """Revoke the user's key (named in any spelling); their budget accounts stay in the ledger, and
+    the name is never given out again."""
+    ledger.revoke_user(canonical_name(name), actor=actor)
 
 
 def check_dataset(dataset: str, datasets: Collection[str]) -> None:
