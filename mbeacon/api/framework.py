@@ -12,20 +12,21 @@ from flask import Blueprint, jsonify, request, url_for
 
 from mbeacon import __version__
 from mbeacon.api.auth import principal
-from mbeacon.api.responses import (
-    API_VERSION,
-    ENTRY_TYPE,
-    informational,
-    request_summary,
-    response_meta,
-)
+from mbeacon.api.responses import informational, request_summary, response_meta
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import TIERS
+from mbeacon.beacon.wire import (
+    API_VERSION,
+    DEFAULT_GRANULARITY,
+    ENTRY_TYPE,
+    FRAMEWORK_SCHEMAS,
+    METHYLATION_SCHEMA_ID,
+    PRODUCTION_STATUS,
+)
 
 bp = Blueprint("framework", __name__)
 
-_PRODUCTION_STATUS = {"prod": "PROD", "test": "TEST", "staging": "TEST", "dev": "DEV"}
 METHYLATION_TERM = {"id": "NCIT:C16848", "label": "DNA Methylation"}
 
 
@@ -46,7 +47,7 @@ def _entry_types() -> dict:
             "partOfSpecification": "MBeacon methylation extension v1.0.0 (on Beacon v2)",
             "ontologyTermForThisType": METHYLATION_TERM,
             "defaultSchema": {
-                "id": "mbeacon-methylation-v1.0.0",
+                "id": METHYLATION_SCHEMA_ID,
                 "name": "MBeacon methylation query",
                 "referenceToSchemaDefinition": schema_url,
                 "schemaVersion": "v1.0.0",
@@ -117,9 +118,9 @@ def configuration():
     config = runtime().config
     return informational(
         {
-            "$schema": "https://raw.githubusercontent.com/ga4gh-beacon/beacon-v2/main/framework/json/configuration/beaconConfigurationSchema.json",
-            "maturityAttributes": {"productionStatus": _PRODUCTION_STATUS[config.environment]},
-            "securityAttributes": {"defaultGranularity": "boolean", "securityLevels": list(TIERS)},
+            "$schema": f"{FRAMEWORK_SCHEMAS}/configuration/beaconConfigurationSchema.json",
+            "maturityAttributes": {"productionStatus": PRODUCTION_STATUS[config.environment]},
+            "securityAttributes": {"defaultGranularity": DEFAULT_GRANULARITY, "securityLevels": list(TIERS)},
             "entryTypes": _entry_types(),
         }
     )
@@ -129,7 +130,7 @@ def configuration():
 def beacon_map():
     return informational(
         {
-            "$schema": "https://raw.githubusercontent.com/ga4gh-beacon/beacon-v2/main/framework/json/configuration/beaconMapSchema.json",
+            "$schema": f"{FRAMEWORK_SCHEMAS}/configuration/beaconMapSchema.json",
             "endpointSets": {
                 ENTRY_TYPE: {
                     "entryType": ENTRY_TYPE,

@@ -1,7 +1,9 @@
 """Beacon v2 response envelopes: meta sections, result sets and the error body.
 
-Everything here is shaped by the GA4GH Beacon v2 framework schemas (``beacon-v2/framework/json``);
-``tests/test_api_schemas.py`` validates every endpoint's responses, errors included, against them.
+Everything here is shaped by the GA4GH Beacon v2 framework schemas (``beacon-v2/framework/json``) and
+described by the schema-only models of :mod:`mbeacon.api.schemas` (from which the OpenAPI document is
+generated); the builders here stay plain dict code because they are the hot path of every answer.
+``tests/test_api_schemas.py`` validates every endpoint's responses, errors included, against both.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ from flask.wrappers import Response
 
 from mbeacon.beacon.engine import AnswerSet
 from mbeacon.beacon.query import ParsedRequest
+from mbeacon.beacon.wire import API_VERSION, DEFAULT_GRANULARITY, ENTRY_TYPE, METHYLATION_SCHEMA_ID
 
-API_VERSION = "v2.0.0"
-ENTRY_TYPE = "methylation"
-METHYLATION_SCHEMA = {"entityType": ENTRY_TYPE, "schema": "mbeacon-methylation-v1.0.0"}
+METHYLATION_SCHEMA = {"entityType": ENTRY_TYPE, "schema": METHYLATION_SCHEMA_ID}
 
 
 def beacon_id() -> str:
@@ -28,7 +29,7 @@ def informational_meta(schemas: list[dict] | None = None) -> dict:
 
 
 def request_summary(
-    granularity: str = "boolean", include: str | None = None, api_version: str = API_VERSION
+    granularity: str = DEFAULT_GRANULARITY, include: str | None = None, api_version: str = API_VERSION
 ) -> dict:
     summary: dict[str, Any] = {
         "apiVersion": api_version,
@@ -58,7 +59,7 @@ def informational(response: dict, *, status: int = 200, schemas: list[dict] | No
 def error(status: int, message: str, *, info: dict | None = None, headers: dict | None = None) -> Response:
     """The Beacon error body (``beaconErrorResponse``); ``message`` must be safe to show anyone."""
     body: dict[str, Any] = {
-        "meta": response_meta("boolean", request_summary()),
+        "meta": response_meta(DEFAULT_GRANULARITY, request_summary()),
         "error": {"errorCode": status, "errorMessage": message},
     }
     if info:
