@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from mbeacon.cli.experiment import experiment
 from mbeacon.experiments import lyu_su_li as lsl
-from mbeacon.experiments.cli import experiment
 
 # --- metrics on hand-made examples ----------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from mbeacon import data
+from mbeacon.cli.prior import prior as prior_group
 from mbeacon.store.errors import DataError
-from mbeacon.store.prior_cli import prior as prior_group
 from mbeacon.store.priors import (
     Prior,
     SdModel,

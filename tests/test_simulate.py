@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 from scipy import special
 
+from mbeacon.cli.simulate import simulate as simulate_command
 from mbeacon.store import simulate as sim
-from mbeacon.store.simulate_cli import simulate as simulate_command
 
 SMALL = sim.SimulationConfig(probes=3000, patients=40, nonmembers=30, reference=60, seed=7)
 VALUE = re.compile(r"^(0\.\d{6}|1\.000000)$")

@@ -1,35 +1,137 @@
-"""``mbeacon attack live``: the membership-inference attack as a real HTTP client of a running beacon.
+"""``mbeacon attack``: the membership-inference evaluation and the live attack on a running beacon.
 
-The logic is in :mod:`mbeacon.attack.live`; this module reads the files, draws the progress bar (on
-stderr) and prints the summary: a table on stdout, or with ``--json`` the metrics as JSON on stdout
-(the table then goes to stderr). See docs/attack-live.md.
+``evaluate`` runs the defence grid on a simulated cohort (:mod:`mbeacon.attack.evaluate`) and writes
+a report. ``live`` is the attack as a real HTTP client of a running beacon (:mod:`mbeacon.attack.live`):
+here the files are read, the progress bar drawn (on stderr) and the summary printed: a table on
+stdout, or with ``--json`` the metrics as JSON on stdout (the table then goes to stderr). See
+docs/attack.md and docs/attack-live.md.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.attack.live import (
-    BeaconClient,
-    DatasetParams,
-    LiveAttackError,
-    LiveResult,
-    LiveSettings,
-    read_profiles,
-    run_live_attack,
-    stack_profiles,
-    write_outputs,
-)
 from mbeacon.attack.planning import STRATEGIES
-from mbeacon.store.priors import Prior
+from mbeacon.cli._ui import progress
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mbeacon.attack.live import LiveResult
+    from mbeacon.store.priors import Prior
+
+
+@click.group()
+def attack() -> None:
+    """Measure how well a defence resists membership inference, and what it costs in utility."""
+
+
+@attack.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML file: seed, repetitions, queries, strategy, [simulation], [grid] (docs/attack.md).",
+)
+@click.option("--quick", is_flag=True, help="A smaller cohort and grid (about a minute on two cores).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("attack-report"),
+    show_default=True,
+    help="Directory for report.md, the figures and the result files.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result rows as JSON on stdout.")
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="Run the settings on this Dask distributed scheduler (tcp://host:8786) instead of locally.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Local worker processes. [default: the usable CPUs]",
+)
+@click.option("--seed", type=int, default=None, help="Override the config's seed (results are reproducible).")
+def evaluate(
+    config_path: Path | None,
+    quick: bool,
+    out_dir: Path,
+    as_json: bool,
+    scheduler: str | None,
+    workers: int | None,
+    seed: int | None,
+) -> None:
+    """Evaluate every defence of the grid against the likelihood-ratio attack, on a simulated cohort.
+
+    Members versus non-members of the same population; attack AUC and TPR at 1% FPR by queries per
+    victim, utility on random and discovery queries, budget burn. Writes a report with figures to
+    --out and prints the headline table.
+    """
+    from mbeacon.attack.evaluate import ConfigError, build, load_config, public_row, run_grid
+    from mbeacon.attack.report import headline, write_report
+
+    try:
+        config = load_config(config_path, quick=quick)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if seed is not None:
+        config = config.model_copy(update={"seed": seed})
+    started = time.perf_counter()
+    err = Console(stderr=True)
+    with progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
+        task = bar.add_task("simulating the cohort and planning the attack", total=None)
+        scenario = build(config)
+        settings = len(config.grid.settings())
+        bar.update(task, description="evaluating defence settings", total=settings, completed=0)
+        try:
+            rows = run_grid(
+                config,
+                scenario,
+                scheduler=scheduler,
+                workers=workers,
+                on_progress=lambda done, _total: bar.update(task, completed=done),
+            )
+        except OSError as exc:  # an unreachable scheduler
+            raise click.ClickException(f"cannot run on the Dask scheduler {scheduler}: {exc}") from exc
+    report = write_report(rows, out_dir, description=scenario.description, config=config.model_dump())
+    elapsed = time.perf_counter() - started
+    if as_json:
+        click.echo(json.dumps({"results": [public_row(r) for r in rows]}, allow_nan=False))
+    else:
+        import pandas as pd
+
+        table = Table(title=f"Headline at {max(config.queries)} queries per victim ({scenario.description})")
+        for column in ("setting", "AUC", "TPR@1%FPR", "utility random", "utility discovery", "burn/1000"):
+            table.add_column(column, justify="left" if column == "setting" else "right")
+        for _, r in headline(pd.DataFrame(rows)).iterrows():
+            burn = r["burn_per_1000"]
+            table.add_row(
+                r["label"],
+                f"{r['auc']:.3f}",
+                f"{r['tpr_at_1pct_fpr']:.2f}",
+                f"{r['utility_random']:.3f}",
+                f"{r['utility_discovery']:.3f}",
+                "-" if burn is None or burn != burn else f"{burn:.0f}",
+            )
+        Console(width=max(Console().width, 120)).print(table)
+    err.print(f"{settings} settings in {elapsed:.0f} s; report: {report}")
+
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -53,6 +155,10 @@ def _load_prior(prior: tuple[Path, str] | None, table: Path | None) -> Prior | N
 
 def _pool(path: Path | None, probe_ids: np.ndarray) -> np.ndarray | None:
     """``--pool``: people x the victims' probes."""
+    import numpy as np
+
+    from mbeacon.attack.live import read_profiles
+
     if path is None:
         return None
     return read_profiles(path).reindex(probe_ids).T.to_numpy(dtype=np.float64)
@@ -88,7 +194,7 @@ def _answers_line(result: LiveResult) -> str:
     )
 
 
-@click.command()
+@attack.command()
 @click.option(
     "--url",
     required=True,
@@ -223,6 +329,17 @@ def live(
     queries. Against an SVT² dataset one key has one budget: once it is spent the remaining queries
     go unanswered (counted as refused or not asked).
     """
+    from mbeacon.attack.live import (
+        BeaconClient,
+        DatasetParams,
+        LiveAttackError,
+        LiveSettings,
+        read_profiles,
+        run_live_attack,
+        stack_profiles,
+        write_outputs,
+    )
+
     console = Console(stderr=as_json)
     errors = Console(stderr=True)
     prior = _load_prior(prior_ref, prior_table)
@@ -243,19 +360,19 @@ def live(
         TextColumn("queries"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=errors, transient=True) as progress:
-        task = progress.add_task("reading the dataset's parameters", total=None)
+    with progress(*columns) as bar:
+        task = bar.add_task("reading the dataset's parameters", total=None)
         asking = ["asking"]
 
         def start(params: DatasetParams, total: int) -> None:
             asking[0] = f"asking {params.id} ({params.mechanism})"
-            progress.update(task, total=total, description=asking[0])
+            bar.update(task, total=total, description=asking[0])
 
         def advance(done: int) -> None:
-            progress.update(task, advance=done, description=asking[0])
+            bar.update(task, advance=done, description=asking[0])
 
         def wait(seconds: float, reason: str) -> None:
-            progress.update(task, description=f"{reason}: waiting {seconds:.0f} s")
+            bar.update(task, description=f"{reason}: waiting {seconds:.0f} s")
 
         try:
             with BeaconClient(url, key, timeout=timeout, retries=retries, on_wait=wait) as client:

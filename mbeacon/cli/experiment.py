@@ -1,8 +1,8 @@
 """``mbeacon experiment``: reproduce published comparisons of the privacy mechanisms.
 
-Register with ``main.add_command(experiment)``. Each subcommand writes ``results.json`` and a PNG
-figure into ``--out`` and prints a summary table; ``--json`` prints the results to stdout instead
-(the table, progress bar and file locations then go to stderr).
+Each subcommand writes ``results.json`` and a PNG figure into ``--out`` and prints a summary table;
+``--json`` prints the results to stdout instead (the table and file locations then go to stderr, where
+the progress bar always is).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mbeacon.cli._ui import progress
 from mbeacon.experiments import lyu_su_li
 
 DEFAULT_SEED = 2017
@@ -52,18 +53,18 @@ def _summary_tables(results: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def _run_with_progress(config: lyu_su_li.ExperimentConfig, console: Console) -> dict[str, Any]:
+def _run_with_progress(config: lyu_su_li.ExperimentConfig) -> dict[str, Any]:
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("starting", total=lyu_su_li.count_steps(config))
+    with progress(*columns) as bar:
+        task = bar.add_task("starting", total=lyu_su_li.count_steps(config))
 
         def step(description: str) -> None:
-            progress.update(task, advance=1, description=description)
+            bar.update(task, advance=1, description=description)
 
         return lyu_su_li.run_experiment(config, on_step=step)
 
@@ -111,7 +112,7 @@ def lyu_su_li_command(
     config = lyu_su_li.quick_config(seed=seed) if quick else lyu_su_li.ExperimentConfig(seed=seed)
     overrides = {key: value for key, value in (("runs", runs), ("n_records", records)) if value is not None}
     config = replace(config, **overrides)
-    results = _run_with_progress(config, console)
+    results = _run_with_progress(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(results, indent=2) + "\n")

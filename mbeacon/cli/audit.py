@@ -1,37 +1,19 @@
-"""The ``mbeacon`` command: operator and evaluator entry points.
-
-Built on click (the CLI library Flask itself uses); long jobs show a rich progress bar on stderr so
-that ``--json`` output on stdout stays machine-readable.
-"""
+"""``mbeacon audit``: statistical tests that each privacy mechanism keeps its promised epsilon."""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon import __version__
+from mbeacon.cli._ui import finite, progress
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="mbeacon")
-def main() -> None:
-    """MBeacon: a privacy-preserving Beacon for DNA methylation data.
-
-    Start with `mbeacon audit` to check that every privacy mechanism keeps its promised epsilon.
-    """
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-@main.command()
+@click.command()
 @click.option(
     "--mechanism",
     "-m",
@@ -101,23 +83,19 @@ def audit(
             param_hint="--mechanism",
         )
     chosen = [catalogue[m] for m in mechanisms] if mechanisms else list(catalogue.values())
-    err = Console(stderr=True)
-    with Progress(
+    with progress(
         TextColumn("[bold]audit[/] {task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        task = progress.add_task(chosen[0].name, total=len(chosen))
+    ) as bar:
+        task = bar.add_task(chosen[0].name, total=len(chosen))
 
         def advance(result) -> None:
-            progress.advance(task)
-            done = int(progress.tasks[0].completed)
+            bar.advance(task)
+            done = int(bar.tasks[0].completed)
             if done < len(chosen):
-                progress.update(task, description=chosen[done].name)
+                bar.update(task, description=chosen[done].name)
 
         results = run_audit(
             chosen,
@@ -133,7 +111,7 @@ def audit(
                 "claimed_epsilon": r.claimed_epsilon,
                 "verdict": r.verdict,
                 "p_value": r.p_value,
-                "epsilon_lower_bound": _finite(r.epsilon_lower_bound),
+                "epsilon_lower_bound": finite(r.epsilon_lower_bound),
                 "confidence": r.confidence,
                 "expected": r.expect,
                 "inputs": r.inputs,
@@ -168,22 +146,3 @@ def audit(
     if shipped:
         click.echo(f"VIOLATION in a mechanism we ship: {', '.join(shipped)}", err=True)
         sys.exit(1)
-
-
-def _register_commands() -> None:
-    """Attach the command groups that live beside the code they drive."""
-    from mbeacon.attack.cli import attack
-    from mbeacon.beacon.cli import COMMANDS as SERVICE_COMMANDS
-    from mbeacon.experiments.cli import experiment
-    from mbeacon.store.cli import datasets, demo_data, ingest
-    from mbeacon.store.prior_cli import prior
-    from mbeacon.store.simulate_cli import simulate
-
-    for command in (*SERVICE_COMMANDS, ingest, datasets, prior, simulate, demo_data, experiment, attack):
-        main.add_command(command)
-
-
-_register_commands()
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

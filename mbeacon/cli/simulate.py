@@ -1,7 +1,7 @@
 """``mbeacon simulate``: realistic simulated methylation cohorts in real file formats, with ground truth.
 
-Register with ``main.add_command(simulate)``. The model and its calibration against real data are in
-``docs/simulation.md``; the work is done by :func:`mbeacon.store.simulate.simulate`.
+The model and its calibration against real data are in ``docs/simulation.md``; the work is done by
+:func:`mbeacon.store.simulate.simulate`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mbeacon.cli._ui import progress, reports_data_errors
 from mbeacon.store import simulate as sim
-from mbeacon.store.cli import reports_data_errors
 
 _DEFAULTS = sim.SimulationConfig()
 #: Probes on the 450K array (the shipped population means).
@@ -136,20 +136,11 @@ def simulate(
         seed=seed,
         neighbour_correlation=neighbour_correlation,
     )
-    err = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]simulate[/] probes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        task = progress.add_task("probes", total=probes)
-        result = sim.simulate(
-            out_dir, config, report=report, progress=lambda done: progress.advance(task, done)
-        )
+    with progress(
+        TextColumn("[bold]simulate[/] probes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
+        task = bar.add_task("probes", total=probes)
+        result = sim.simulate(out_dir, config, report=report, progress=lambda done: bar.advance(task, done))
 
     table = Table(
         title=f"mbeacon simulate: {out_dir}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False

@@ -1,35 +1,20 @@
-"""``mbeacon ingest`` and ``mbeacon datasets``: the operator's commands for the cohort store."""
+"""``mbeacon ingest``, ``mbeacon datasets`` and ``mbeacon demo-data``: the operator's commands for the
+cohort store."""
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.store.errors import DataError
+from mbeacon.cli._ui import progress, reports_data_errors
 
 FORMATS = ("auto", "geo", "matrix", "gdc")
-
-
-def reports_data_errors(command: Callable) -> Callable:
-    """Turn a DataError into a one-line message on stderr and exit status 2 (no traceback)."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except DataError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(2)
-
-    return wrapper
 
 
 @click.command()
@@ -95,17 +80,13 @@ def ingest(
     from mbeacon.store.ingest import ingest as run_ingest
 
     meta = Metadata(name=name, description=description, tissue=tissue, disease=disease, assembly=assembly)
-    err = Console(stderr=True)
-    with Progress(
+    with progress(
         SpinnerColumn(),
         TextColumn("[bold]ingest[/] {task.description}"),
         TextColumn("{task.completed:,} probes"),
         TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        task = progress.add_task(str(path), total=None)
+    ) as bar:
+        task = bar.add_task(str(path), total=None)
         info = run_ingest(
             path,
             store,
@@ -116,7 +97,7 @@ def ingest(
             pval_cut=pval_cut,
             sample_sheet=sample_sheet,
             replace=replace,
-            on_rows=lambda n: progress.advance(task, n),
+            on_rows=lambda n: bar.advance(task, n),
         )
     if as_json:
         click.echo(json.dumps(info.as_json(), indent=2))

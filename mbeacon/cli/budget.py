@@ -1,9 +1,11 @@
-"""``mbeacon budget advise``: recommend a dataset's SVT² parameters from its public size and prior.
+"""``mbeacon budget``: show, set and reset privacy budgets, and advise a dataset's SVT² parameters.
 
-Registered in the ``budget`` group (:mod:`mbeacon.beacon.cli`). The work is in
-:mod:`mbeacon.attack.advisor`; this module parses options, shows progress on stderr, prints the
-ranked table and the ready-to-paste TOML, and writes ``frontier.png`` and ``advice.json``. Exit status:
-0 with a recommendation, 1 when no setting of the grid meets the target, 2 on bad input.
+``show``, ``set`` and ``reset`` read and change the ledger (every change is written to its audit log).
+``advise`` recommends a dataset's SVT² parameters from its public size and prior: the work is in
+:mod:`mbeacon.attack.advisor`; here the options are parsed, progress is shown on stderr, and the
+ranked table and the ready-to-paste TOML are printed, with ``frontier.png`` and ``advice.json``
+written. Its exit status: 0 with a recommendation, 1 when no setting of the grid meets the target,
+2 on bad input.
 """
 
 from __future__ import annotations
@@ -17,15 +19,120 @@ from typing import Any
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+from mbeacon.cli._service import LedgerGroup, config_option, load_service_config, open_ledger
+from mbeacon.cli._ui import fail, progress
+
+
+def holder_name(name: str) -> str:
+    """A budget holder from the command line: a user name, ``group:NAME``, ``global`` or ``anonymous``."""
+    return name if ":" in name or name in ("global", "anonymous") else f"user:{name}"
+
+
+def _operator() -> str:
+    try:
+        return os.getlogin()
+    except OSError:
+        return os.environ.get("USER", "unknown")
+
+
+@click.group(cls=LedgerGroup)
+def budget() -> None:
+    """Show, set and reset privacy budgets (every change is written to the audit log)."""
+
+
+@budget.command("show")
+@click.argument("holder", required=False)
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> None:
+    """Budgets of HOLDER (a user name, group:NAME, global or anonymous), or of everyone."""
+    ledger = open_ledger(load_service_config(config_path))
+    accounts = ledger.accounts_and_answers(holder_name(holder) if holder else None)
+    rows = [
+        {"holder": a.principal, "dataset": a.dataset, "queries": queries, **a.budget(),
+         "parameters": a.params.public(), "opened": a.created}
+        for a, queries in accounts
+    ]  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("holder", "dataset", "queries", "positives", "epsilon spent / total", "variant", "opened")
+    for r in rows:
+        spent = "-" if r["epsilonSpent"] is None else f"{r['epsilonSpent']:.4g} / {r['epsilonTotal']:.4g}"
+        positives = "-" if r["positivesTotal"] is None else f"{r['positivesUsed']} / {r['positivesTotal']}"
+        table.add_row(r["holder"], r["dataset"], str(r["queries"]), positives, spent,
+                      r["parameters"]["variant"], r["opened"][:19])  # fmt: skip
+    Console().print(table)
+    if not rows:
+        click.echo("no budget accounts yet (an account opens with its holder's first query)", err=True)
+
+
+@budget.command("set")
+@click.argument("holder")
+@click.argument("dataset")
+@config_option
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--c", "positives", type=click.IntRange(min=1), default=None, help="Positives per budget.")
+@click.option("--threshold", type=click.IntRange(min=1), default=None, help="T, the minimum count for yes.")
+@click.option("--variant", type=click.Choice(["single", "redraw"]), default=None)
+@click.option("--count-epsilon", type=click.FloatRange(min=0), default=None)
+def budget_set(
+    holder: str, dataset: str, config_path: Path | None, epsilon: float | None, positives: int | None,
+    threshold: int | None, variant: str | None, count_epsilon: float | None,
+) -> None:  # fmt: skip
+    """Parameters for HOLDER's next account on DATASET (the dataset's policy fills the rest).
+
+    An account already open keeps the parameters it was promised until `budget reset`.
+    """
+    from pydantic import ValidationError
+
+    from mbeacon.beacon.budget import AccountParams
+    from mbeacon.beacon.config import DatasetPolicy
+
+    config = load_service_config(config_path)
+    changes = {"epsilon": epsilon, "c": positives, "threshold": threshold, "variant": variant,
+               "count_epsilon": count_epsilon}  # fmt: skip
+    try:
+        policy = DatasetPolicy.model_validate(
+            {**config.policy(dataset).model_dump(), **{k: v for k, v in changes.items() if v is not None}}
+        )
+    except ValidationError as error:
+        fail(error.errors()[0]["msg"])
+    params = AccountParams.from_policy(policy)
+    ledger = open_ledger(config)
+    open_now = ledger.set_override(holder_name(holder), dataset, params, actor=f"cli:{_operator()}")
+    click.echo(json.dumps(params.public(), indent=2))
+    if open_now:
+        click.echo(
+            f"{holder_name(holder)} has an open account on {dataset}: it keeps its promised parameters; "
+            f"the new ones apply after `mbeacon budget reset {holder} {dataset} --confirm`",
+            err=True,
+        )
+
+
+@budget.command("reset")
+@click.argument("holder")
+@click.argument("dataset")
+@config_option
+@click.option("--confirm", is_flag=True, help="Required: a reset grants a fresh privacy budget.")
+def budget_reset(holder: str, dataset: str, config_path: Path | None, confirm: bool) -> None:
+    """Close HOLDER's account on DATASET: the next query opens a fresh budget (audited)."""
+    if not confirm:
+        fail(
+            "a reset gives a fresh privacy budget (the holder can learn up to twice as much); "
+            "add --confirm to do it"
+        )
+    ledger = open_ledger(load_service_config(config_path))
+    existed = ledger.reset_account(holder_name(holder), dataset, actor=f"cli:{_operator()}")
+    click.echo(
+        f"{'reset' if existed else 'no account to reset for'} {holder_name(holder)} on {dataset}", err=True
+    )
+
+
+# --- advise ---------------------------------------------------------------------------------------
 
 #: Rows of the SVT² table printed (every setting is in advice.json).
 TABLE_ROWS = 15
@@ -41,8 +148,7 @@ def _service_config(config_path: Path | None) -> Any:
     try:
         return load_config(path)
     except ConfigError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
+        fail(str(error))
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -76,7 +182,6 @@ def _table(title: str, rows: list, target: float) -> Table:
 def _run(store: Path, dataset: str, prior: str | None, service_config: Any, config, workers: int | None):
     from mbeacon.attack.advisor import advise
 
-    err = Console(stderr=True)
     columns = (
         TextColumn("[bold]advise[/] {task.description}"),
         BarColumn(),
@@ -84,11 +189,11 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("reading the public inputs", total=None)
+    with progress(*columns) as bar:
+        task = bar.add_task("reading the public inputs", total=None)
 
         def on_progress(stage: str, done: int, total: int) -> None:
-            progress.update(task, description=stage, completed=done, total=total)
+            bar.update(task, description=stage, completed=done, total=total)
 
         return advise(
             store,
@@ -101,7 +206,7 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
         )
 
 
-@click.command("advise")
+@budget.command("advise")
 @click.option(
     "--store",
     type=click.Path(file_okay=False, path_type=Path),
@@ -207,8 +312,7 @@ def advise(
     try:
         advice = _run(store, dataset, prior, service_config, config, workers)
     except DataError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
+        fail(str(error))
     out_dir = out_dir or Path("results") / "advice" / dataset
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot_frontier(advice, out_dir / "frontier.png")

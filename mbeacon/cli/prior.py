@@ -1,15 +1,13 @@
 """``mbeacon prior``: build, import, list and query the population priors of a store.
 
-The group object is :data:`prior`; ``mbeacon/cli.py`` registers it. Errors in the input (a malformed
-file, an unknown prior or probe) print one line on stderr and exit with status 2, without a traceback;
-the store is left as it was.
+Errors in the input (a malformed file, an unknown prior or probe) print one line on stderr and exit
+with status 2, without a traceback; the store is left as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any
 
 import click
 
-from mbeacon.store.cli import reports_data_errors
+from mbeacon.cli._ui import finite, reports_data_errors
 from mbeacon.store.errors import DataError
 
 STORE_HELP = "Store directory (priors live in STORE/priors/NAME/vK.h5; created if absent)."
@@ -193,10 +191,6 @@ def list_(store: Path, as_json: bool) -> None:
     Console(width=200 if not sys.stdout.isatty() else None).print(table)
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 @prior.command("show")
 @_store_option
 @click.option("--name", required=True, help="Name of the prior.")
@@ -261,7 +255,7 @@ def show(
             "probe": probe,
             "lo": low,
             "hi": high,
-            "p": _finite(float(p[k])),
+            "p": finite(float(p[k])),
             "method": used,
             "mean": float(loaded.mean[i]),
             "sd": float(loaded.sd[i]),

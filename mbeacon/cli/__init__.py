@@ -1,0 +1,88 @@
+"""The ``mbeacon`` command: operator and evaluator entry points.
+
+Built on click (the CLI library Flask itself uses). One module per command group, each imported only
+when its command runs, so ``mbeacon --help`` and the light commands do not pay for numpy, scipy,
+Flask or httpx:
+
+* :mod:`.audit` -- ``audit``, the statistical DP tests of every mechanism;
+* :mod:`.serve` -- ``serve`` and ``demo``, the beacon under gunicorn;
+* :mod:`.users` -- ``users``, the keys of researchers and operators;
+* :mod:`.budget` -- ``budget``, the privacy budgets in the ledger and the SVT² parameter advisor;
+* :mod:`.db` -- ``db``, the ledger's schema;
+* :mod:`.data` -- ``ingest``, ``datasets`` and ``demo-data``, the cohort store;
+* :mod:`.prior` -- ``prior``, the population priors;
+* :mod:`.simulate` -- ``simulate``, simulated cohorts with ground truth;
+* :mod:`.attack` -- ``attack``, the membership-inference evaluation and the live attack;
+* :mod:`.experiment` -- ``experiment``, published comparisons of the mechanisms;
+
+and beneath them :mod:`._service` (the service's configuration and ledger, for the operator
+commands), :mod:`._ui` (progress bars on stderr, one-line errors) and :mod:`.lazy_group`. Nothing
+outside this package imports it: the command sits on top of every layer.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mbeacon import __version__
+from mbeacon.cli.lazy_group import LazyCommand, LazyGroup
+
+COMMANDS = {
+    "attack": LazyCommand(
+        "mbeacon.cli.attack:attack",
+        "Measure how well a defence resists membership inference, and what it costs in utility.",
+    ),
+    "audit": LazyCommand(
+        "mbeacon.cli.audit:audit", "Statistically test that each mechanism is epsilon-DP (StatDP's method)."
+    ),
+    "budget": LazyCommand(
+        "mbeacon.cli.budget:budget",
+        "Show, set and reset privacy budgets (every change is written to the audit log).",
+    ),
+    "datasets": LazyCommand(
+        "mbeacon.cli.data:datasets", "List the datasets of a store (or manage them with a subcommand)."
+    ),
+    "db": LazyCommand("mbeacon.cli.db:db", "The ledger database's schema."),
+    "demo": LazyCommand(
+        "mbeacon.cli.serve:demo",
+        "Serve a demo beacon on a simulated cohort, with a demo user; prints its url and key.",
+    ),
+    "demo-data": LazyCommand(
+        "mbeacon.cli.data:demo_data",
+        "Build the small deterministic demo cohort and prior (once; a few seconds).",
+    ),
+    "experiment": LazyCommand(
+        "mbeacon.cli.experiment:experiment",
+        "Reproduce published experiments on the privacy mechanisms (seeded, so results are repeatable).",
+    ),
+    "ingest": LazyCommand(
+        "mbeacon.cli.data:ingest", "Ingest a methylation matrix file into the store as a new dataset."
+    ),
+    "prior": LazyCommand(
+        "mbeacon.cli.prior:prior",
+        "Population priors: what a general population looks like at each CpG probe.",
+    ),
+    "serve": LazyCommand(
+        "mbeacon.cli.serve:serve",
+        "Serve the beacon under gunicorn (the master runs in this process; stop with Ctrl-C/SIGTERM).",
+    ),
+    "simulate": LazyCommand(
+        "mbeacon.cli.simulate:simulate",
+        "Simulate realistic methylation cohorts for a membership-inference evaluation.",
+    ),
+    "users": LazyCommand(
+        "mbeacon.cli.users:users",
+        "Create, list, rotate and revoke API keys (researchers) and admin keys (operators).",
+    ),
+}
+
+
+@click.group(
+    cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.version_option(__version__, prog_name="mbeacon")
+def main() -> None:
+    """MBeacon: a privacy-preserving Beacon for DNA methylation data.
+
+    Start with `mbeacon audit` to check that every privacy mechanism keeps its promised epsilon.
+    """

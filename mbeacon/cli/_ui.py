@@ -1,0 +1,50 @@
+"""What every command shows the same way: progress bars, one-line errors, numbers in JSON.
+
+A progress bar goes to stderr and is drawn only on a terminal, so that ``--json`` output on stdout
+stays machine-readable and a redirected run writes nothing but its result. An error in the input or
+the environment is one line, ``error: ...``, and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import Progress, ProgressColumn
+
+from mbeacon.store.errors import DataError
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: MESSAGE`` on stderr and exit with ``code``."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def progress(*columns: str | ProgressColumn) -> Progress:
+    """A transient progress bar of these columns on stderr, drawn only when stderr is a terminal."""
+    console = Console(stderr=True)
+    return Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+
+
+def reports_data_errors(command: Callable) -> Callable:
+    """Turn a DataError into a one-line message on stderr and exit status 2 (no traceback)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except DataError as error:
+            fail(str(error))
+
+    return wrapper
+
+
+def finite(x: float) -> float | None:
+    """``x`` for JSON: a non-finite number is ``null`` (JSON has no nan or infinity)."""
+    return x if math.isfinite(x) else None

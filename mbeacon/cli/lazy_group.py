@@ -1,0 +1,60 @@
+"""A click group whose subcommands are imported only when they run (or their own help is shown).
+
+The pattern of click's documentation ("Lazily loading subcommands"), extended to the group's help:
+click lists the subcommands with the first sentence of each one's help, which would import every
+module (numpy and scipy among them) just to print ``mbeacon --help``. So each lazy subcommand is
+registered with that sentence, its summary, and the listing is written from the summaries;
+``tests/test_cli.py`` checks that every summary is the first sentence of its command's help.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+import click
+
+
+class LazyCommand(NamedTuple):
+    """Where a subcommand lives (``"module.path:attribute"``) and the first sentence of its help."""
+
+    target: str
+    summary: str
+
+
+class LazyGroup(click.Group):
+    """``lazy_subcommands`` maps a command name to its :class:`LazyCommand`."""
+
+    def __init__(self, *args, lazy_subcommands: dict[str, LazyCommand] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = dict(lazy_subcommands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_subcommands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_subcommands:
+            return self.load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def load(self, cmd_name: str) -> click.Command:
+        """Import the lazy subcommand ``cmd_name``."""
+        target = self.lazy_subcommands[cmd_name].target
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of subcommands, as click writes it, from the summaries of the lazy ones."""
+        commands = []
+        for name in self.list_commands(ctx):
+            lazy = self.lazy_subcommands.get(name)
+            command = click.Command(name, help=lazy.summary) if lazy else super().get_command(ctx, name)
+            if command is not None and not command.hidden:
+                commands.append((name, command))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in commands])

@@ -1,0 +1,87 @@
+"""``mbeacon users``: create, list, rotate and revoke the keys of researchers and operators.
+
+Keys are printed once and never stored in clear.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mbeacon.beacon.config import TIERS
+from mbeacon.cli._service import LedgerGroup, config_option, load_service_config, open_ledger
+from mbeacon.cli._ui import fail
+
+
+@click.group(cls=LedgerGroup)
+def users() -> None:
+    """Create, list, rotate and revoke API keys (researchers) and admin keys (operators)."""
+
+
+@users.command("add")
+@click.argument("name")
+@config_option
+@click.option("--tier", type=click.Choice(TIERS), default="REGISTERED", show_default=True)
+@click.option("--group", default=None, help="Budget group (datasets with scope = 'group' share its budget).")
+@click.option("--admin", is_flag=True, help="An admin key: admin API and metrics only, no data queries.")
+def users_add(name: str, config_path: Path | None, tier: str, group: str | None, admin: bool) -> None:
+    """Create user NAME and print their key (shown once; only a salted hash is stored)."""
+    from mbeacon.beacon.ledger import UserError
+
+    ledger = open_ledger(load_service_config(config_path))
+    try:
+        key = ledger.add_user(name, tier=tier, group=group, role="admin" if admin else "researcher")
+    except UserError as error:
+        fail(str(error))
+    click.echo(key)
+    click.echo(
+        f"user {name!r} created ({'admin' if admin else tier}); the key above is shown only once", err=True
+    )
+
+
+@users.command("rotate")
+@click.argument("name")
+@config_option
+def users_rotate(name: str, config_path: Path | None) -> None:
+    """Give NAME a new key (the old one stops working at once); budgets are kept."""
+    from mbeacon.beacon.ledger import UserError
+
+    ledger = open_ledger(load_service_config(config_path))
+    try:
+        click.echo(ledger.rotate_key(name))
+    except UserError as error:
+        fail(str(error))
+
+
+@users.command("revoke")
+@click.argument("name")
+@config_option
+def users_revoke(name: str, config_path: Path | None) -> None:
+    """Revoke NAME's key (their budget record stays in the ledger)."""
+    from mbeacon.beacon.ledger import UserError
+
+    ledger = open_ledger(load_service_config(config_path))
+    try:
+        ledger.revoke_user(name)
+    except UserError as error:
+        fail(str(error))
+    click.echo(f"user {name!r} revoked", err=True)
+
+
+@users.command("list")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def users_list(config_path: Path | None, as_json: bool) -> None:
+    """List users (never keys)."""
+    found = open_ledger(load_service_config(config_path)).users()
+    if as_json:
+        click.echo(json.dumps([u.public() for u in found], indent=2))
+        return
+    table = Table("name", "role", "tier", "group", "created", "revoked")
+    for u in found:
+        table.add_row(u.name, u.role, u.tier, u.group or "", u.created[:19], (u.revoked or "")[:19])
+    Console().print(table)
