@@ -17,6 +17,7 @@ from mbeacon.api import create_app
 from mbeacon.api.openapi_spec import openapi_document
 from mbeacon.beacon.config import ServiceConfig
 from mbeacon.beacon.query import RequestParameters
+from mbeacon.beacon.wire import MAX_DATASET_IDS, MAX_START
 from mbeacon.store.demo import ensure_demo
 
 BASE = "http://beacon.test/api"
@@ -139,10 +140,11 @@ def test_operations_are_complete():
 def test_document_follows_the_configuration():
     default = openapi_document(BASE, ServiceConfig())
     shared = openapi_document(BASE, ServiceConfig(anonymous="shared", max_batch=7, rate_limit_per_minute=0))
-    batch = default["components"]["schemas"]["BeaconRequestBody"]["properties"]["query"]["properties"]
-    assert batch["requestParameters"]["oneOf"][1]["maxItems"] == 1000
-    batch = shared["components"]["schemas"]["BeaconRequestBody"]["properties"]["query"]["properties"]
-    assert batch["requestParameters"]["oneOf"][1]["maxItems"] == 7
+    for document, max_batch in ((default, 1000), (shared, 7)):
+        query = _resolve(
+            document, document["components"]["schemas"]["BeaconRequestBody"]["properties"]["query"]["$ref"]
+        )
+        assert query["properties"]["requestParameters"]["oneOf"][1]["maxItems"] == max_batch
     assert {} not in default["paths"]["/methylation"]["get"]["security"]
     assert {} in shared["paths"]["/methylation"]["get"]["security"]
     assert "429" not in shared["paths"]["/info"]["get"]["responses"]
@@ -266,12 +268,12 @@ def test_exhausted_budget_and_rate_limit_match_the_document(demo, tmp_path):
         {"probeId": "c" * 65},
         {"referenceName": "chr23x", "start": 1},
         {"referenceName": "1", "start": -1},
-        {"referenceName": "1", "start": 2**31},
+        {"referenceName": "1", "start": MAX_START + 1},
         {"referenceName": "1", "start": [1, 2]},
         {"referenceName": "1", "start": []},
         {"probeId": "cg1", "minValue": 1.5},
         {"probeId": "cg1", "maxValue": -0.1},
-        {"probeId": "cg1", "datasetIds": ["ok"] * 101},
+        {"probeId": "cg1", "datasetIds": ["ok"] * (MAX_DATASET_IDS + 1)},
         {"probeId": "cg1", "datasetIds": ["bad id"]},
         {"probeId": "cg1", "other": 1},
     ],

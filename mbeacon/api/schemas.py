@@ -1,0 +1,460 @@
+"""Schema-only models of the service's responses: what the OpenAPI document's response components are
+generated from, and what the tests validate the responses against.
+
+The responses themselves are built as plain dicts (:mod:`mbeacon.api.responses`, the blueprints): that
+is the hot path of every answer, and a model instance per result set would cost more than the answer.
+The models state the shapes once; bounds, patterns and literals come from :mod:`mbeacon.beacon.wire`,
+the policy's choices from :class:`~mbeacon.beacon.config.DatasetPolicy`. A model's docstring is its
+description in the document. Envelopes that follow a Beacon v2 framework schema link to it
+(``externalDocs``); the framework's schemas are not referenced with ``$ref`` because they live on
+another host, and a document whose references need the network would not load offline.
+"""
+
+# The models mirror the Beacon v2 wire format, whose field names are camelCase.
+# ruff: noqa: N815
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
+from mbeacon.beacon.wire import (
+    API_VERSION,
+    BETA_MAX,
+    BETA_MIN,
+    BUDGET_FIELDS,
+    DATASET_PATTERN,
+    FRAMEWORK_SCHEMAS,
+    PRODUCTION_STATUS,
+    AnswerSource,
+    Granularity,
+    IncludeResultsets,
+)
+
+T = TypeVar("T")
+Maybe = T | SkipJsonSchema[None]
+"""A field a response may leave out (but never sends as null)."""
+
+Count = Annotated[int, Field(ge=0)]
+AtLeastOne = Annotated[int, Field(ge=1)]
+Epsilon = Annotated[float, Field(gt=0)]
+Spent = Annotated[float, Field(ge=0)]
+Beta = Annotated[float, Field(ge=BETA_MIN, le=BETA_MAX)]
+Uri = Annotated[str, Field(json_schema_extra={"format": "uri"})]
+
+Mechanism = DatasetPolicy.model_fields["mechanism"].annotation
+Variant = DatasetPolicy.model_fields["variant"].annotation
+Scope = DatasetPolicy.model_fields["scope"].annotation
+OnExhausted = DatasetPolicy.model_fields["on_exhausted"].annotation
+Environment = ServiceConfig.model_fields["environment"].annotation
+ProductionStatus = Literal[tuple(dict.fromkeys(PRODUCTION_STATUS.values()))]  # type: ignore[valid-type]
+
+
+def framework(name: str, what: str) -> ConfigDict:
+    """The configuration of a model that follows the framework schema ``name``: a link to it."""
+    url = f"{FRAMEWORK_SCHEMAS}/{name}"
+    return ConfigDict(json_schema_extra={"externalDocs": {"description": f"Beacon v2 {what}", "url": url}})
+
+
+# --- the envelopes ---------------------------------------------------------------------------------
+
+
+class SchemaPerEntity(BaseModel):
+    """A schema used for an entity type (Beacon `SchemasPerEntity`)."""
+
+    entityType: Maybe[str] = None
+    schema_: Maybe[str] = Field(None, alias="schema")
+
+
+class InformationalMeta(BaseModel):
+    """Beacon `beaconInformationalResponseMeta`."""
+
+    model_config = framework("responses/sections/beaconInformationalResponseMeta.json", "meta section")
+
+    beaconId: str = Field(description="The beacon's id (a reversed domain name).")
+    apiVersion: str = Field(description="Beacon API version of the response.", examples=[API_VERSION])
+    returnedSchemas: list[SchemaPerEntity]
+
+
+class Pagination(BaseModel):
+    skip: Count
+    limit: Count
+
+
+class ReceivedRequestSummary(BaseModel):
+    """The request as the beacon understood it (Beacon `beaconReceivedRequestSummary`)."""
+
+    apiVersion: str
+    requestedSchemas: list[dict]
+    pagination: Pagination
+    requestedGranularity: Granularity
+    includeResultsetResponses: Maybe[IncludeResultsets] = None
+
+
+class ResponseMeta(InformationalMeta):
+    """Beacon `beaconResponseMeta`."""
+
+    model_config = framework("responses/sections/beaconResponseMeta.json", "meta section")
+
+    returnedGranularity: Granularity = Field(description="May be coarser than the requested one.")
+    receivedRequestSummary: ReceivedRequestSummary
+
+
+class Budget(BaseModel):
+    """A budget holder's privacy budget on one dataset."""
+
+    positivesUsed: Count = Field(description="Answers taken from the data so far (SVT² positives).")
+    positivesTotal: AtLeastOne = Field(description="c: the number of answers the data may give in all.")
+    epsilonSpent: Spent = Field(description="Privacy loss spent so far.")
+    epsilonTotal: Epsilon = Field(description="The whole privacy budget (epsilon).")
+
+
+class BeaconError(BaseModel):
+    errorCode: int = Field(ge=400, le=599, description="The HTTP status code.")
+    errorMessage: str = Field(description="What went wrong; safe to show anyone.")
+
+
+class ExhaustedBudget(Budget):
+    """Only with 429 for an exhausted privacy budget: the dataset and its budget."""
+
+    dataset: str = Field(description="The dataset whose budget is exhausted.")
+
+
+class BeaconErrorResponse(BaseModel):
+    """Beacon `beaconErrorResponse`."""
+
+    model_config = framework("responses/beaconErrorResponse.json", "beaconErrorResponse")
+
+    meta: ResponseMeta
+    error: BeaconError
+    info: Maybe[ExhaustedBudget] = None
+
+
+class Informational(BaseModel):
+    """The envelope of informational responses: ``{"meta": ..., "response": ...}``."""
+
+    meta: InformationalMeta
+
+
+# --- the framework endpoints -----------------------------------------------------------------------
+
+
+class Organization(BaseModel):
+    id: str
+    name: str
+
+
+class InfoLinks(BaseModel):
+    openapi: Uri
+    documentation: Uri
+
+
+class BeaconInfo(BaseModel):
+    id: str
+    name: str
+    apiVersion: str
+    environment: Environment
+    version: str = Field(description="The MBeacon software version.")
+    description: str
+    organization: Organization
+    welcomeUrl: Uri
+    info: InfoLinks
+
+
+class InfoResponse(Informational):
+    """Beacon `beaconInfoResponse`."""
+
+    model_config = framework("responses/beaconInfoResponse.json", "beaconInfoResponse")
+
+    response: BeaconInfo
+
+
+class ServiceType(BaseModel):
+    group: str
+    artifact: str
+    version: str
+
+
+class ServiceOrganization(BaseModel):
+    name: str
+    url: Uri
+
+
+class ServiceInfo(BaseModel):
+    """GA4GH service-info 1.0.0."""
+
+    id: str
+    name: str
+    type: ServiceType
+    description: str
+    organization: ServiceOrganization
+    documentationUrl: Uri
+    environment: Environment
+    version: str
+
+
+class OntologyTerm(BaseModel):
+    id: str
+    label: str
+
+
+class DefaultSchema(BaseModel):
+    id: str
+    name: str
+    referenceToSchemaDefinition: Uri
+    schemaVersion: str
+
+
+class NamedEntryType(BaseModel):
+    id: str
+    name: str
+
+
+class EntryTypeDefinition(BaseModel):
+    id: str
+    name: str
+    description: Maybe[str] = None
+    partOfSpecification: str
+    ontologyTermForThisType: OntologyTerm
+    defaultSchema: DefaultSchema
+    aCollectionOf: Maybe[list[NamedEntryType]] = None
+    nonFilteredQueriesAllowed: Maybe[bool] = None
+
+
+class MaturityAttributes(BaseModel):
+    productionStatus: ProductionStatus
+
+
+class SecurityAttributes(BaseModel):
+    defaultGranularity: Granularity
+    securityLevels: list[Tier]
+
+
+class Configuration(BaseModel):
+    schema_: str = Field(alias="$schema")
+    maturityAttributes: MaturityAttributes
+    securityAttributes: SecurityAttributes
+    entryTypes: dict[str, EntryTypeDefinition]
+
+
+class ConfigurationResponse(Informational):
+    """Beacon `beaconConfigurationResponse`."""
+
+    model_config = framework("responses/beaconConfigurationResponse.json", "beaconConfigurationResponse")
+
+    response: Configuration
+
+
+class Endpoint(BaseModel):
+    returnedEntryType: str
+    url: str
+
+
+class EndpointSet(BaseModel):
+    entryType: str
+    rootUrl: Uri
+    openAPIEndpointsDefinition: Maybe[Uri] = None
+    endpoints: Maybe[dict[str, Endpoint]] = None
+
+
+class BeaconMap(BaseModel):
+    schema_: str = Field(alias="$schema")
+    endpointSets: dict[str, EndpointSet]
+
+
+class MapResponse(Informational):
+    """Beacon `beaconMapResponse`."""
+
+    model_config = framework("responses/beaconMapResponse.json", "beaconMapResponse")
+
+    response: BeaconMap
+
+
+class EntryTypes(BaseModel):
+    entryTypes: dict[str, EntryTypeDefinition]
+
+
+class EntryTypesResponse(Informational):
+    """Beacon `beaconEntryTypesResponse`."""
+
+    model_config = framework("responses/beaconEntryTypesResponse.json", "beaconEntryTypesResponse")
+
+    response: EntryTypes
+
+
+class FilteringTerms(BaseModel):
+    """Always empty: methylation queries take no ontology filters."""
+
+    filteringTerms: list[dict] = Field(max_length=0)
+    resources: list[dict] = Field(max_length=0)
+
+
+class FilteringTermsResponse(Informational):
+    """Beacon `beaconFilteringTermsResponse`."""
+
+    model_config = framework("responses/beaconFilteringTermsResponse.json", "beaconFilteringTermsResponse")
+
+    response: FilteringTerms
+
+
+class AccountParameters(BaseModel):
+    """The public SVT² parameters of a budget account (frozen when it opened)."""
+
+    mechanism: Mechanism = Field(description="`none`: unprotected raw answers (evaluations only).")
+    epsilon: Epsilon = Field(description="The whole privacy budget of a budget holder.")
+    epsilon1: Spent = Field(description="Epsilon of the noisy threshold pair.")
+    epsilon2: Spent = Field(description="Epsilon of the query noise.")
+    countEpsilon: Spent = Field(description="Part of epsilon spent on noisy counts (0: no counts).")
+    c: AtLeastOne = Field(description="Positives: how many answers the data may give per budget holder.")
+    threshold: AtLeastOne = Field(
+        description="T: a dataset answers yes when at least T patients are in the range."
+    )
+    variant: Variant
+
+
+class DatasetPrivacy(AccountParameters):
+    """The published protection of a dataset (never its noisy thresholds)."""
+
+    scope: Scope = Field(description="Who shares one budget.")
+    onExhausted: OnExhausted = Field(description="What happens once the c positives are spent.")
+    tier: Tier = Field(description="The tier a caller needs to see and query the dataset.")
+
+
+class DatasetInfo(BaseModel):
+    patients: Count = Field(description="Cohort size N (public).")
+    probes: Count
+    tissue: str
+    disease: str
+    assembly: str
+    hasProbePositions: bool = Field(description="Whether queries by referenceName + start work.")
+    privacy: DatasetPrivacy
+
+
+class Dataset(BaseModel):
+    id: str = Field(pattern=DATASET_PATTERN)
+    name: str
+    description: str
+    createDateTime: str
+    info: DatasetInfo
+
+
+class CollectionsSummary(BaseModel):
+    exists: bool
+    numTotalResults: Count
+
+
+class Collections(BaseModel):
+    collections: list[Dataset]
+
+
+class DatasetsResponse(BaseModel):
+    """Beacon `beaconCollectionsResponse`."""
+
+    model_config = framework("responses/beaconCollectionsResponse.json", "beaconCollectionsResponse")
+
+    meta: ResponseMeta
+    responseSummary: CollectionsSummary
+    response: Collections
+
+
+# --- methylation answers and the caller's budget ---------------------------------------------------
+
+
+class TestModeBudget(BaseModel):
+    """In test mode no budget is read or spent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    testMode: Literal[True]
+
+
+class ResultSetInfo(BaseModel):
+    """Budget fields after the answer; a test-mode answer has `testMode` instead."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"anyOf": [{"required": list(BUDGET_FIELDS)}, {"required": ["testMode"]}]}
+    )
+
+    answeredFrom: AnswerSource = Field(
+        description="`prior`: from the public prior (free); `data`: from the data (spent one of the c "
+        "positives); `refused`: not answered, the budget is exhausted (exists is false)."
+    )
+    cached: bool = Field(description="A repeat of an earlier identical query: the same answer, at no cost.")
+    probeId: str | None = Field(description="The probe answered (null: a position that maps to no probe).")
+    range: tuple[Beta, Beta] = Field(description="[minValue, maxValue] as answered.")
+    positivesUsed: Maybe[Count] = None
+    positivesTotal: Maybe[AtLeastOne] = None
+    epsilonSpent: Maybe[Spent] = None
+    epsilonTotal: Maybe[Epsilon] = None
+    budgetExhausted: Maybe[Literal[True]] = Field(None, description="Present when the budget ran out.")
+    queryIndex: Maybe[Count] = Field(None, description="Position of the query in a batch (batches only).")
+    testMode: Maybe[Literal[True]] = Field(None, description="A test-mode answer: from the prior, no budget.")
+
+    @model_validator(mode="after")
+    def _budget_or_test_mode(self) -> ResultSetInfo:
+        if self.testMode is None and any(getattr(self, name) is None for name in BUDGET_FIELDS):
+            raise ValueError(f"a result set shows its budget ({', '.join(BUDGET_FIELDS)}) or testMode")
+        return self
+
+
+class ResultSet(BaseModel):
+    id: str = Field(description="The dataset.")
+    setType: Literal["dataset"]
+    exists: bool
+    resultsCount: Count = Field(description="A noisy count with `count` granularity, else 0.")
+    results: list[dict] = Field(max_length=0)
+    info: ResultSetInfo
+
+
+class ResponseSummary(BaseModel):
+    exists: bool = Field(description="Whether any (query, dataset) pair was answered yes.")
+    numTotalResults: Maybe[Count] = Field(
+        None, description="Sum of counts (count granularity, single query)."
+    )
+
+
+class ResultSets(BaseModel):
+    resultSets: list[ResultSet]
+
+
+class AnswersInfo(BaseModel):
+    budgets: dict[str, Budget | TestModeBudget]
+    refused: Count = Field(description="Pairs refused because the budget is exhausted.")
+    queries: AtLeastOne = Field(description="Number of queries in the request.")
+
+
+class MethylationResponse(BaseModel):
+    """Beacon `beaconResultsetsResponse`: one result set per (query, dataset) pair kept by
+    includeResultsetResponses."""
+
+    model_config = framework("responses/beaconResultsetsResponse.json", "beaconResultsetsResponse")
+
+    meta: ResponseMeta
+    responseSummary: ResponseSummary
+    response: ResultSets
+    info: AnswersInfo
+
+
+class BudgetDetail(Budget):
+    budgetHolder: str = Field(description="`user:NAME`, `group:NAME`, `global` or `anonymous`.")
+    scope: Scope
+    onExhausted: OnExhausted
+    mechanism: Mechanism
+    epsilon1: Spent
+    epsilon2: Spent
+    countEpsilon: Spent
+    threshold: AtLeastOne
+    variant: Variant
+
+
+class CallerBudgets(BaseModel):
+    user: str = Field(description="The caller (`anonymous` without a key).")
+    tier: Tier
+    budgets: dict[str, BudgetDetail]
+
+
+class BudgetResponse(Informational):
+    response: CallerBudgets
