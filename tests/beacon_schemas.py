@@ -10,6 +10,9 @@ reference resolves against the URI of the file it appears in, exactly as on disk
 
 A missing checkout is an error (:class:`SchemasMissing`), never a silent skip: a beacon whose
 responses were never checked must not look compliant.
+
+:func:`conforms` checks a response against the service's own schema-only model of it (those the OpenAPI
+document is generated from), so that the fast dict builders and the document cannot drift apart.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from pydantic import BaseModel, ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -99,3 +103,22 @@ def validate(instance: Any, name: str) -> None:
         "  instance: " + json.dumps(instance, default=str)[:2000],
     ]
     raise SchemaViolation("\n".join(lines))
+
+
+def conforms(instance: Any, model: type[BaseModel]) -> None:
+    """Raise :class:`SchemaViolation` unless ``instance`` is what the schema-only ``model`` describes: it
+    validates as JSON, strictly (no coercion of a string into a number), and the model keeps all of it
+    (no key the model does not know, no value it reads differently)."""
+    text = json.dumps(instance)
+    try:
+        parsed = model.model_validate_json(text, strict=True)
+    except ValidationError as error:
+        raise SchemaViolation(
+            f"response does not conform to {model.__name__}: {error}\n  instance: {text[:2000]}"
+        ) from None
+    kept = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if kept != json.loads(text):
+        raise SchemaViolation(
+            f"{model.__name__} reads the response differently:\n  sent: {text[:1500]}\n  kept: "
+            + json.dumps(kept)[:1500]
+        )

@@ -1,4 +1,6 @@
-"""Every endpoint's responses, errors included, validate against the GA4GH Beacon v2 framework schemas.
+"""Every endpoint's responses, errors included, validate against the GA4GH Beacon v2 framework schemas,
+and conform to the service's own schema-only models of them (:mod:`mbeacon.api.schemas`, from which the
+OpenAPI document is generated): the fast dict builders and the document describe the same responses.
 
 The schemas come from the beacon-v2 checkout beside the repository (``../shared/beacon-v2``); if it is
 missing these tests fail (``beacon_schemas.SchemasMissing``) rather than skip.
@@ -10,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from beacon_schemas import SchemasMissing, SchemaViolation, framework_root, validate
+from beacon_schemas import SchemasMissing, SchemaViolation, conforms, framework_root, validate
 from flask import Flask
 
-from mbeacon.api import ratelimit
+from mbeacon.api import admin_schemas, ratelimit, schemas
 from mbeacon.store.demo import DEMO_DATASET
 
 DEMO = DEMO_DATASET
@@ -86,6 +88,7 @@ def assert_error(response, status: int) -> dict:
     assert response.status_code == status, response.get_data(as_text=True)
     data = response.get_json()
     validate(data, ERROR)
+    conforms(data, schemas.BeaconErrorResponse)
     assert data["error"]["errorCode"] == status
     assert data["error"]["errorMessage"]
     return data
@@ -111,28 +114,59 @@ def test_validator_follows_references_and_rejects_bad_documents(app, users) -> N
         validate({**good, "responseSummary": {}, "response": {"resultSets": []}}, RESULTSETS)
 
 
+def test_the_models_reject_what_they_do_not_describe(app, users, probes) -> None:
+    """Guard against models that accept everything (unknown keys dropped, strings read as numbers)."""
+    client = app.test_client()
+    good = client.get("/api/methylation").get_json()  # a 401 error body
+    conforms(good, schemas.BeaconErrorResponse)
+    broken = [
+        {**good, "extra": 1},
+        {**good, "error": {**good["error"], "errorCode": "401"}},
+        {**good, "meta": {**good["meta"], "returnedGranularity": "everything"}},
+        {"error": good["error"]},
+    ]
+    for document in broken:
+        with pytest.raises(SchemaViolation, match="BeaconErrorResponse"):
+            conforms(document, schemas.BeaconErrorResponse)
+    params = {"probeId": probes[0], "datasetIds": [DEMO]}
+    answer = client.post(
+        "/api/methylation", json=body(params, include="ALL"), headers=bearer(users["registered"])
+    )
+    data = answer.get_json()
+    conforms(data, schemas.MethylationResponse)
+    info = data["response"]["resultSets"][0]["info"]
+    del info["epsilonSpent"]  # neither the whole budget nor testMode
+    with pytest.raises(SchemaViolation, match="testMode"):
+        conforms(data, schemas.MethylationResponse)
+
+
 # --- framework endpoints ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("path", "schema"),
+    ("path", "schema", "model"),
     [
-        ("/api/", INFO),
-        ("/api/info", INFO),
-        ("/api/service-info", "responses/ga4gh-service-info-1-0-0-schema.json"),
-        ("/api/configuration", "responses/beaconConfigurationResponse.json"),
-        ("/api/map", "responses/beaconMapResponse.json"),
-        ("/api/entry_types", "responses/beaconEntryTypesResponse.json"),
-        ("/api/filtering_terms", "responses/beaconFilteringTermsResponse.json"),
-        ("/api/datasets", "responses/beaconCollectionsResponse.json"),
+        ("/api/", INFO, schemas.InfoResponse),
+        ("/api/info", INFO, schemas.InfoResponse),
+        ("/api/service-info", "responses/ga4gh-service-info-1-0-0-schema.json", schemas.ServiceInfo),
+        ("/api/configuration", "responses/beaconConfigurationResponse.json", schemas.ConfigurationResponse),
+        ("/api/map", "responses/beaconMapResponse.json", schemas.MapResponse),
+        ("/api/entry_types", "responses/beaconEntryTypesResponse.json", schemas.EntryTypesResponse),
+        (
+            "/api/filtering_terms",
+            "responses/beaconFilteringTermsResponse.json",
+            schemas.FilteringTermsResponse,
+        ),
+        ("/api/datasets", "responses/beaconCollectionsResponse.json", schemas.DatasetsResponse),
     ],
 )
 @pytest.mark.parametrize("caller", ["anonymous", "registered", "controlled"])
-def test_framework_endpoint_validates(app, users, path: str, schema: str, caller: str) -> None:
+def test_framework_endpoint_validates(app, users, path: str, schema: str, model, caller: str) -> None:
     headers = {} if caller == "anonymous" else bearer(users[caller])
     response = app.test_client().get(path, headers=headers)
     assert response.status_code == 200
     validate(response.get_json(), schema)
+    conforms(response.get_json(), model)
 
 
 def test_methylation_entry_type_is_declared(app) -> None:
@@ -169,6 +203,7 @@ def test_get_validates(app, users, probes, include: str) -> None:
     data = response.get_json()
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
     assert data["meta"]["returnedGranularity"] == "boolean"
     assert data["meta"]["receivedRequestSummary"]["includeResultsetResponses"] == include
 
@@ -183,6 +218,7 @@ def test_post_single_validates(app, users, probes, include: str) -> None:
     data = response.get_json()
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
     for result_set in data["response"]["resultSets"]:
         assert result_set["setType"] == "dataset"
         assert include == "ALL" or result_set["exists"] == (include == "HIT")
@@ -200,6 +236,7 @@ def test_post_batch_validates(app, users, probes, include: str) -> None:
     data = response.get_json()
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
     assert data["info"]["queries"] == 30
     if include == "ALL":  # one result set per (query, dataset): both datasets are visible
         assert len(data["response"]["resultSets"]) == 60
@@ -218,6 +255,7 @@ def test_count_granularity_validates(app, users, probes, include: str) -> None:
     assert data["meta"]["returnedGranularity"] == "count"
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
     validate(data, COUNT)
     assert data["responseSummary"]["numTotalResults"] >= 0
 
@@ -230,6 +268,7 @@ def test_test_mode_validates(app, users, probes) -> None:
     assert response.status_code == 200
     validate(response.get_json(), RESULTSETS)
     validate(response.get_json(), BOOLEAN)
+    conforms(response.get_json(), schemas.MethylationResponse)
 
 
 def test_count_granularity_batch_validates(app, users, probes) -> None:
@@ -243,6 +282,7 @@ def test_count_granularity_batch_validates(app, users, probes) -> None:
     assert data["meta"]["returnedGranularity"] == "count"
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
     assert all(isinstance(rs["resultsCount"], int) for rs in data["response"]["resultSets"])
 
 
@@ -256,6 +296,7 @@ def test_count_request_downgraded_to_boolean_validates(app, users, probes) -> No
     assert data["meta"]["receivedRequestSummary"]["requestedGranularity"] == "count"
     validate(data, RESULTSETS)
     validate(data, BOOLEAN)
+    conforms(data, schemas.MethylationResponse)
 
 
 def test_budget_meta_validates(app, users, probes) -> None:
@@ -265,7 +306,38 @@ def test_budget_meta_validates(app, users, probes) -> None:
     assert response.status_code == 200
     data = response.get_json()
     validate(data["meta"], INFORMATIONAL_META)
+    conforms(data, schemas.BudgetResponse)
     assert set(data["response"]["budgets"]) == {DEMO}
+
+
+# --- the admin API ---------------------------------------------------------------------------
+
+
+def test_admin_responses_conform_to_their_models(app, users, probes) -> None:
+    client = app.test_client()
+    admin = bearer(users["admin"])
+    client.get("/api/methylation", query_string={"probeId": probes[0]}, headers=bearer(users["registered"]))
+    account = f"/api/admin/budget/user:alice/{DEMO}"
+    calls = [
+        (client.get("/api/admin/users", headers=admin), admin_schemas.UsersResponse),
+        (client.post("/api/admin/users", json={"name": "dave", "group": "lab"}, headers=admin),
+         admin_schemas.NewUserResponse),
+        (client.post("/api/admin/users/dave/revoke", headers=admin), admin_schemas.UserResponse),
+        (client.get("/api/admin/budget", headers=admin), admin_schemas.AccountsResponse),
+        (client.put(account, json={"c": 3}, headers=admin), admin_schemas.BudgetOverrideResponse),
+        (client.post(account + "/reset", json={"confirm": True}, headers=admin), admin_schemas.ResetResponse),
+        (client.put(account, json={"c": 4}, headers=admin), admin_schemas.BudgetOverrideResponse),
+        (client.get("/api/admin/audit", headers=admin), admin_schemas.AuditResponse),
+    ]  # fmt: skip
+    for response, model in calls:
+        assert response.status_code in (200, 201), response.get_data(as_text=True)
+        validate(response.get_json()["meta"], INFORMATIONAL_META)
+        conforms(response.get_json(), model)
+    assert calls[3][0].get_json()["response"]["accounts"]  # an account was there to check
+    assert {calls[i][0].get_json()["response"]["appliesFrom"] for i in (4, 6)} == {
+        "after budget reset",
+        "next query",
+    }
 
 
 # --- errors -----------------------------------------------------------------------------------

@@ -18,22 +18,20 @@ from pydantic import ValidationError
 
 from mbeacon.beacon import query as query_module
 from mbeacon.beacon.query import (
-    DATASET_PATTERN,
-    PROBE_PATTERN,
-    REFERENCE_PATTERN,
     MethylationQuery,
     QueryError,
     RequestParameters,
     parse_args,
     parse_body,
 )
+from mbeacon.beacon.wire import DATASET_PATTERN, MAX_DATASET_IDS, MAX_START, PROBE_PATTERN, REFERENCE_PATTERN
 
 FAST = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 valid_probes = st.from_regex(PROBE_PATTERN, fullmatch=True)
 valid_datasets = st.from_regex(DATASET_PATTERN, fullmatch=True)
 valid_chromosomes = st.from_regex(REFERENCE_PATTERN, fullmatch=True)
-valid_starts = st.integers(0, 2**31 - 1)
+valid_starts = st.integers(0, MAX_START)
 
 
 def _insert(parts: tuple[str, str, int]) -> str:
@@ -70,15 +68,25 @@ FIELD_MISSES = {
     "probeId": probe_misses | valid_chromosomes | st.integers(0, 5) | st.just(["cg1"]),
     "referenceName": chromosome_misses | valid_probes | st.integers(0, 5) | st.just(["chr1"]),
     "start": st.one_of(
-        st.integers(min_value=-3, max_value=2**31 + 3),
-        st.sampled_from([2**31 - 1, 2**31, -1, True, False, 1.0, "12", 2**64]),
-        st.lists(st.integers(min_value=-2, max_value=2**31) | st.booleans(), max_size=3),
+        st.integers(min_value=-3, max_value=MAX_START + 4),
+        st.sampled_from([MAX_START, MAX_START + 1, -1, True, False, 1.0, "12", 2**64]),
+        st.lists(st.integers(min_value=-2, max_value=MAX_START + 1) | st.booleans(), max_size=3),
     ),
     "minValue": numbers,
     "maxValue": numbers,
     "datasetIds": st.one_of(
         st.lists(valid_datasets | dataset_misses | st.integers(0, 3) | st.none(), min_size=1, max_size=4),
-        st.sampled_from([[], ["a"] * 100, ["a"] * 101, ["b", "a", "b"], "abc", ("a",), {"a": 1}]),
+        st.sampled_from(
+            [
+                [],
+                ["a"] * MAX_DATASET_IDS,
+                ["a"] * (MAX_DATASET_IDS + 1),
+                ["b", "a", "b"],
+                "abc",
+                ("a",),
+                {"a": 1},
+            ]
+        ),
     ),
 }
 
@@ -148,7 +156,7 @@ def test_fast_path_accepts_only_what_the_model_accepts_and_returns_the_same(raw:
         {"referenceName": "chr1\n", "start": 1},
         {"referenceName": "chr100", "start": 1},
         {"referenceName": "chrx", "start": 1},
-        {"referenceName": "chr1", "start": 2**31},
+        {"referenceName": "chr1", "start": MAX_START + 1},
         {"referenceName": "chr1", "start": True},
         {"referenceName": "chr1", "start": [1, 2]},
         {"referenceName": "chr1", "start": [True]},
@@ -157,7 +165,7 @@ def test_fast_path_accepts_only_what_the_model_accepts_and_returns_the_same(raw:
         {"probeId": "cg1", "datasetIds": ["-a"]},
         {"probeId": "cg1", "datasetIds": [""]},
         {"probeId": "cg1", "datasetIds": ["a" * 65]},
-        {"probeId": "cg1", "datasetIds": ["a"] * 101},
+        {"probeId": "cg1", "datasetIds": ["a"] * (MAX_DATASET_IDS + 1)},
         {"probeId": "cg1", "datasetIds": "a"},
         {"probeId": "cg1", "minValue": True},
         {"probeId": "cg1", "minValue": math.nan},

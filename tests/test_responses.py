@@ -1,5 +1,7 @@
 """``methylation_response`` builds each result set from a per-dataset template; the document must be
 the one built key by key (the reference below, the function as it was): same keys, order and values.
+And it must be what the schema-only model of the OpenAPI document (``schemas.MethylationResponse``)
+describes, for every shape of answer.
 """
 
 from __future__ import annotations
@@ -8,10 +10,12 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from beacon_schemas import conforms
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mbeacon.api import schemas
 from mbeacon.api.responses import (
     METHYLATION_SCHEMA,
     _keep,
@@ -80,10 +84,19 @@ budgets = st.fixed_dictionaries(
     },
     optional={"threshold": st.integers(0, 9), "variant": st.sampled_from(["redraw", "listing"])},
 )
+# The budgets the engine gives: the four budget fields, or the test-mode marker.
+served_budgets = st.fixed_dictionaries(
+    {
+        "positivesUsed": st.integers(0, 20),
+        "positivesTotal": st.integers(1, 20),
+        "epsilonSpent": st.floats(0, 10),
+        "epsilonTotal": st.floats(1e-6, 10),
+    }
+) | st.just({"testMode": True})
 
 
 @st.composite
-def cases(draw) -> tuple[ParsedRequest, AnswerSet]:
+def cases(draw, budgets: st.SearchStrategy[dict] = budgets) -> tuple[ParsedRequest, AnswerSet]:
     n = draw(st.integers(1, 6))
     bounds = draw(st.lists(st.tuples(st.floats(0, 0.5), st.floats(0.5, 1)), min_size=n, max_size=n))
     queries = [MethylationQuery(f"cg{i:08d}", None, None, lo, hi, None) for i, (lo, hi) in enumerate(bounds)]
@@ -127,6 +140,14 @@ def test_the_response_is_the_one_built_key_by_key(case) -> None:
         ours, expected = methylation_response(request, result), reference(request, result)
     assert json.dumps(ours) == json.dumps(expected)  # keys, their order and values
     assert ours == expected
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(served_budgets))
+def test_the_response_conforms_to_its_model(case) -> None:
+    request, result = case
+    with _APP.app_context():
+        conforms(methylation_response(request, result), schemas.MethylationResponse)
 
 
 def test_result_sets_share_no_mutable_part() -> None:
