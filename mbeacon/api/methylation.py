@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections import Counter
 
 from flask import Blueprint, jsonify, request
-from werkzeug.exceptions import BadRequest, RequestEntityTooLarge
 
 from mbeacon.api import metrics
 from mbeacon.api.auth import principal
+from mbeacon.api.bodies import read_json_body
 from mbeacon.api.responses import informational, methylation_response
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.query import QueryError, parse_args, parse_body
+from mbeacon.beacon.query import parse_args, parse_body
 
 bp = Blueprint("methylation", __name__)
 
@@ -41,17 +41,7 @@ def methylation_get():
 @bp.post("/methylation")
 def methylation_post():
     caller = principal(for_query=True)
-    if not request.is_json:
-        raise QueryError("send the Beacon request body as JSON (Content-Type: application/json)")
-    try:
-        body = request.get_json()
-    except RequestEntityTooLarge:  # the default text does not say what the limit is
-        limit = runtime().config.max_body_bytes
-        raise RequestEntityTooLarge(f"request body is larger than {limit} bytes (max_body_bytes)") from None
-    except BadRequest:
-        raise QueryError("request body is not valid JSON") from None
-    except RecursionError:
-        raise QueryError("request body is nested too deeply") from None
+    body = read_json_body("the Beacon request body")
     return _answer(caller, parse_body(body, max_batch=runtime().config.max_batch))
 
 
