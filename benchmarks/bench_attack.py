@@ -2,8 +2,9 @@
 the full grid on local processes against a local Dask cluster.
 
 **Vectorised vs loop.** One SVT² setting (``svt2-single``, eps = 10, c = 20, T = 1) on the scenario of
-the evaluation's defaults (``load_config()``: 20,000 simulated probes, 100 members + 100 non-members,
-1,000 planned queries per victim, 3 repetitions; ``--quick``: ``load_config(quick=True)``).
+the evaluation's defaults (``load_evaluation_config()``: 20,000 simulated probes, 100 members + 100
+non-members, 1,000 planned queries per victim, 3 repetitions; ``--quick``:
+``load_evaluation_config(quick=True)``).
 
 * ours: :func:`mbeacon.attack.run.evaluate_setting` (``svt2_batch`` over repetitions x victims streams,
   ``observation_probabilities`` over victims x queries, cumulative scores, AUC/TPR/ROC at every query
@@ -43,7 +44,7 @@ import numpy as np
 
 from benchmarks.common import Result, Timing, skipped, speed_ratio, time_interleaved, time_it, time_once
 from mbeacon.attack.defences import Defence
-from mbeacon.attack.evaluate import EvaluationConfig, build, load_config, run_grid
+from mbeacon.attack.evaluate import EvaluationConfig, build, load_evaluation_config, run_grid
 from mbeacon.attack.lrt import observation_probabilities
 from mbeacon.attack.metrics import auc
 from mbeacon.attack.run import evaluate_setting
@@ -116,7 +117,7 @@ def _median_rate(timing: Timing, items: int) -> float:
 
 
 def _loop_rows(quick: bool) -> tuple[list[Result], Scenario]:
-    config = load_config(quick=quick)
+    config = load_evaluation_config(quick=quick)
     loop_victims = 6 if quick else 20
     repeats = 3 if quick else 5
     build_s, scenario = time_once(lambda: build(config))
@@ -192,7 +193,7 @@ def _grid_rows(quick: bool, scenario: Scenario) -> list[Result]:
         from distributed import Client, LocalCluster
     except ImportError:
         return [skipped("attack: grid on a local Dask cluster", "distributed is not installed", unit="s")]
-    config: EvaluationConfig = load_config(quick=quick)
+    config: EvaluationConfig = load_evaluation_config(quick=quick)
     settings = len(config.grid.settings())
     load_before = os.getloadavg()[0]
     workers = len(os.sched_getaffinity(0))
@@ -217,7 +218,7 @@ def _grid_rows(quick: bool, scenario: Scenario) -> list[Result]:
         a["label"] == b["label"] and a["queries"] == b["queries"] and a["auc"] == b["auc"]
         for a, b in zip(local_rows, dask_rows, strict=False)
     )
-    source = "load_config(quick=True)" if quick else "load_config() defaults"
+    source = "load_evaluation_config(quick=True)" if quick else "load_evaluation_config() defaults"
     probes = config.simulation_config().probes
     size = f"{settings} settings x {len(config.queries)} query counts, {probes:,} probes"
     return [

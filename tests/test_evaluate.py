@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from mbeacon.attack import DEFENCES
-from mbeacon.attack.evaluate import JSON_KEYS, ConfigError, EvaluationConfig, build, load_config, run_grid
+from mbeacon.attack.evaluate import (
+    JSON_KEYS,
+    EvaluationConfig,
+    EvaluationConfigError,
+    build,
+    load_evaluation_config,
+    run_grid,
+)
 from mbeacon.attack.report import write_report
 
 TINY = {
@@ -75,7 +82,7 @@ def test_report_files_and_figures(tiny, tmp_path) -> None:
 def test_config_files_layer_over_the_quick_preset(tmp_path) -> None:
     path = tmp_path / "eval.toml"
     path.write_text("seed = 9\nqueries = [5, 20]\n[grid]\nc = [7]\n[simulation]\npatients = 30\n")
-    config = load_config(path, quick=True)
+    config = load_evaluation_config(path, quick=True)
     assert config.seed == 9 and config.queries == [5, 20] and config.grid.c == [7]
     assert config.simulation == {"probes": 5000, "patients": 30}
     assert config.grid.epsilon == [1.0, 10.0, 100.0]  # from --quick
@@ -97,8 +104,8 @@ def test_config_files_layer_over_the_quick_preset(tmp_path) -> None:
 def test_bad_configs_name_the_field(tmp_path, text, message) -> None:
     path = tmp_path / "eval.toml"
     path.write_text(text + "\n")
-    with pytest.raises(ConfigError, match=message):
-        load_config(path)
+    with pytest.raises(EvaluationConfigError, match=message):
+        load_evaluation_config(path)
 
 
 @pytest.mark.slow
@@ -171,11 +178,11 @@ def test_an_ingested_cohort_with_a_held_out_set(tmp_path) -> None:
         f"members = '{demo.simulation / FILES['members_remeasured']}'\n"
         f"nonmembers = '{demo.simulation / FILES['nonmembers_remeasured']}'\n"
     )
-    config = load_config(path)
+    config = load_evaluation_config(path)
     scenario = build(config)
     assert scenario.n == 60 and scenario.labels.sum() == 60 and "held-out" in scenario.description
     rows = {(r["defence"], r["queries"]): r for r in run_grid(config, scenario, workers=1)}
     assert rows["none", 100]["auc"] >= 0.9 and rows["prior-only", 100]["auc"] == 0.5
     path.write_text(path.read_text().replace(demo.dataset, "no-such-dataset"))
-    with pytest.raises(ConfigError, match=r"data: .*no-such-dataset"):
-        build(load_config(path))
+    with pytest.raises(EvaluationConfigError, match=r"data: .*no-such-dataset"):
+        build(load_evaluation_config(path))

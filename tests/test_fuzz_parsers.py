@@ -19,8 +19,9 @@ parser                                                        error
 ``store.priors.load_prior`` (a damaged prior HDF5 file)       ``DataError``
 ``attack.live.read_profiles`` (victim profiles)               ``LiveAttackError``
 ``beacon.config.load_config`` (service TOML)                  ``beacon.config.ConfigError``
-``attack.evaluate.load_config`` (evaluation TOML, with the    ``attack.evaluate.ConfigError``
-simulation's parameters: the simulator reads no other file)
+``attack.evaluate.load_evaluation_config`` (evaluation TOML,  ``EvaluationConfigError``
+with the simulation's parameters: the simulator reads no
+other file)
 ``beacon.query.parse_args`` / ``parse_body``                  ``QueryError``
 ============================================================  ==========================================
 
@@ -475,16 +476,16 @@ def test_service_config_raises_only_config_error(request) -> None:
     check()
 
 
-def test_evaluation_config_raises_only_config_error(request) -> None:
-    from mbeacon.attack.evaluate import ConfigError, load_config
+def test_evaluation_config_raises_only_evaluation_config_error(request) -> None:
+    from mbeacon.attack.evaluate import EvaluationConfigError, load_evaluation_config
 
     @examples(request, 100)
     @given(data=toml_bytes(EVALUATION_TOML))
     def check(data: bytes) -> None:
         with scratch() as folder:
             try:
-                config = load_config(write(folder, "evaluation.toml", data))
-            except ConfigError as error:
+                config = load_evaluation_config(write(folder, "evaluation.toml", data))
+            except EvaluationConfigError as error:
                 assert str(error)
             else:
                 assert config.repetitions >= 1 and config.queries

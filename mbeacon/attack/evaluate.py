@@ -164,11 +164,11 @@ QUICK = {
 }
 
 
-class ConfigError(ValueError):
+class EvaluationConfigError(ValueError):
     """An evaluation config that cannot be used; the message names the file and the field."""
 
 
-def load_config(path: Path | None = None, *, quick: bool = False) -> EvaluationConfig:
+def load_evaluation_config(path: Path | None = None, *, quick: bool = False) -> EvaluationConfig:
     """Defaults, then ``--quick``'s smaller preset, then the TOML file's values."""
     values: dict[str, Any] = {}
     if quick:
@@ -177,9 +177,9 @@ def load_config(path: Path | None = None, *, quick: bool = False) -> EvaluationC
         try:
             loaded = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+            raise EvaluationConfigError(f"{path}: {exc}") from exc
         except RecursionError:
-            raise ConfigError(f"{path}: arrays or tables nested too deeply") from None
+            raise EvaluationConfigError(f"{path}: arrays or tables nested too deeply") from None
         for key, value in loaded.items():
             if isinstance(value, dict) and isinstance(values.get(key), dict):
                 values[key] = {**values[key], **value}
@@ -190,9 +190,9 @@ def load_config(path: Path | None = None, *, quick: bool = False) -> EvaluationC
     except ValidationError as exc:
         where = f"{path}: " if path else ""
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{where}{problems}") from exc
+        raise EvaluationConfigError(f"{where}{problems}") from exc
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path or 'config'}: simulation: {exc}") from exc
+        raise EvaluationConfigError(f"{path or 'config'}: simulation: {exc}") from exc
 
 
 def build(config: EvaluationConfig) -> Scenario:
@@ -216,11 +216,11 @@ def _scenario_from_store(config: EvaluationConfig, data: CohortData) -> Scenario
         prior = load_prior(data.store, data.prior)
         members, nonmembers = read_profiles(data.members), read_profiles(data.nonmembers)
     except (DataError, LiveAttackError, OSError) as exc:
-        raise ConfigError(f"data: {exc}") from exc
+        raise EvaluationConfigError(f"data: {exc}") from exc
     ids = np.asarray(cohort.probe_ids).astype(str)
     victims = np.vstack([members.reindex(ids).T.to_numpy(), nonmembers.reindex(ids).T.to_numpy()])
     if not np.isfinite(victims).any(axis=1).all():
-        raise ConfigError("data: a profile shares no probe with the dataset (wrong probe ids?)")
+        raise EvaluationConfigError("data: a profile shares no probe with the dataset (wrong probe ids?)")
     labels = np.r_[np.ones(members.shape[1], bool), np.zeros(nonmembers.shape[1], bool)]
     return build_scenario(
         cohort.rows(np.arange(cohort.n_probes)),

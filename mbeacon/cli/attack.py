@@ -81,12 +81,18 @@ def evaluate(
     victim, utility on random and discovery queries, budget burn. Writes a report with figures to
     --out and prints the headline table.
     """
-    from mbeacon.attack.evaluate import ConfigError, build, load_config, public_row, run_grid
+    from mbeacon.attack.evaluate import (
+        EvaluationConfigError,
+        build,
+        load_evaluation_config,
+        public_row,
+        run_grid,
+    )
     from mbeacon.attack.report import headline, write_report
 
     try:
-        config = load_config(config_path, quick=quick)
-    except ConfigError as exc:
+        config = load_evaluation_config(config_path, quick=quick)
+    except EvaluationConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     if seed is not None:
         config = config.model_copy(update={"seed": seed})
