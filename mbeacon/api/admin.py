@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from werkzeug.exceptions import NotFound
 
 from mbeacon.api.auth import require_admin
+from mbeacon.api.bodies import read_json_body
 from mbeacon.api.responses import informational
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon import operations
@@ -33,17 +34,10 @@ class Confirm(BaseModel):
 
 
 def _body(model: type[BaseModel]) -> BaseModel:
-    if not request.get_data():
-        data = {}
-    elif not request.is_json:
-        raise QueryError("send the body as JSON (Content-Type: application/json)")
-    else:
-        try:
-            data = request.get_json(silent=True)
-        except RecursionError:  # the JSON decoder's stack, not a server fault
-            raise QueryError("request body is nested too deeply") from None
-        if data is None:
-            raise QueryError("request body is not valid JSON")
+    """The request's JSON object body (none sent: ``{}``), validated by ``model``."""
+    data = read_json_body(empty={})
+    if not isinstance(data, dict):
+        raise QueryError("request body must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as error:
