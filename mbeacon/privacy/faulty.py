@@ -20,6 +20,7 @@ import numpy as np
 
 from mbeacon.privacy.noise import RNGLike
 from mbeacon.privacy.sparse_vector import NumericAnswers, sparse_vector_engine
+from mbeacon.privacy.validation import positive
 
 
 def true_epsilon(name: str, epsilon: float, c: int) -> float:
@@ -29,6 +30,18 @@ def true_epsilon(name: str, epsilon: float, c: int) -> float:
     if name in ("svt-roth2011", "svt-stoddard", "svt-chen"):
         return math.inf
     raise KeyError(name)
+
+
+def _split(epsilon: float, threshold_share: float, sensitivity: float) -> tuple[float, float]:
+    """The claimed ``epsilon`` split as a variant splits it: ``(eps1, eps2)`` for threshold and queries.
+
+    The fixtures check their parameters as the correct mechanisms do, so that what the audit
+    measures is the flaw and never a NaN.
+    """
+    epsilon = positive(epsilon, "epsilon")
+    positive(sensitivity, "sensitivity")
+    eps1 = epsilon * threshold_share
+    return eps1, epsilon - eps1
 
 
 def svt_roth2011_batch(
@@ -42,12 +55,12 @@ def svt_roth2011_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Roth's 2011 lecture-notes variant: outputs the noisy query ``q + nu`` itself on TOP."""
-    eps1 = epsilon / 2
+    eps1, eps2 = _split(epsilon, 1 / 2, sensitivity)
     return sparse_vector_engine(
         answers,
         threshold,
         threshold_scale=sensitivity / eps1,
-        query_scale=c * sensitivity / (epsilon - eps1),
+        query_scale=c * sensitivity / eps2,
         c=c,
         release_noisy_query=True,
         sensitivity=sensitivity,
@@ -67,12 +80,12 @@ def svt_lee_clifton_batch(
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Lee and Clifton (KDD 2014): query noise does not scale with ``c``."""
-    eps1 = epsilon / 4
+    eps1, eps2 = _split(epsilon, 1 / 4, sensitivity)
     return sparse_vector_engine(
         answers,
         threshold,
         threshold_scale=sensitivity / eps1,
-        query_scale=sensitivity / (epsilon - eps1),
+        query_scale=sensitivity / eps2,
         c=c,
         sensitivity=sensitivity,
         runs=runs,
@@ -91,10 +104,11 @@ def svt_stoddard_batch(
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Stoddard et al. (2014): no query noise at all and no limit on positives (``c`` ignored)."""
+    eps1, _ = _split(epsilon, 1 / 2, sensitivity)
     return sparse_vector_engine(
         answers,
         threshold,
-        threshold_scale=sensitivity / (epsilon / 2),
+        threshold_scale=sensitivity / eps1,
         query_scale=None,
         c=None,
         sensitivity=sensitivity,
@@ -114,12 +128,12 @@ def svt_chen_batch(
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Chen et al. (2015): ``nu ~ Lap(D/eps2)`` and no limit on positives (``c`` ignored)."""
-    eps1 = epsilon / 2
+    eps1, eps2 = _split(epsilon, 1 / 2, sensitivity)
     return sparse_vector_engine(
         answers,
         threshold,
         threshold_scale=sensitivity / eps1,
-        query_scale=sensitivity / (epsilon - eps1),
+        query_scale=sensitivity / eps2,
         c=None,
         sensitivity=sensitivity,
         runs=runs,

@@ -26,6 +26,8 @@ from typing import Protocol, TypeAlias
 
 import numpy as np
 
+from mbeacon.privacy.validation import positive
+
 RNGLike: TypeAlias = "int | np.random.Generator | RandomSource | None"
 
 _TWO_53 = float(2**53)
@@ -115,13 +117,6 @@ def uniform(size: int | tuple[int, ...] | None = None, rng: RNGLike = None) -> n
     return (((w >> np.uint64(11)).astype(np.float64) + 1.0) * _INV_2_53).reshape(shape)
 
 
-def _check_scale(scale: float) -> float:
-    scale = float(scale)
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ValueError(f"noise scale must be a positive finite number, got {scale}")
-    return scale
-
-
 def discrete_laplace(
     scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
 ) -> np.ndarray | int:
@@ -131,7 +126,7 @@ def discrete_laplace(
     exactly as for continuous ``Lap(scale)``, so it is a drop-in replacement in every mechanism here
     with the same privacy cost.
     """
-    scale = _check_scale(scale)
+    scale = positive(scale, "scale")
     q = math.exp(-1.0 / scale)
     log_q = -1.0 / scale
     half_1pq = (1.0 + q) / 2.0
@@ -170,8 +165,8 @@ def lattice_laplace(
     continuous proof. With ``sensitivity = 1`` (counts) the noise is an integer and every comparison
     of a noisy count with a noisy threshold is exact.
     """
-    sensitivity = _check_scale(sensitivity)
-    units = discrete_laplace(_check_scale(scale) / sensitivity, size, rng)
+    sensitivity = positive(sensitivity, "sensitivity")
+    units = discrete_laplace(positive(scale, "scale") / sensitivity, size, rng)
     if sensitivity == 1.0:
         return units
     return units * sensitivity
@@ -181,7 +176,7 @@ def laplace(
     scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
 ) -> np.ndarray | float:
     """Continuous Laplace by inverse CDF from secure words (for real-valued scores only)."""
-    scale = _check_scale(scale)
+    scale = positive(scale, "scale")
     source = as_source(rng)
     if size is None:
         word = source.word()
@@ -199,7 +194,7 @@ def gumbel(
     scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
 ) -> np.ndarray | float:
     """Gumbel(0, scale): adding it to scores and taking the arg-max samples the exponential mechanism."""
-    scale = _check_scale(scale)
+    scale = positive(scale, "scale")
     u = uniform(size, rng)
     # u is in (0, 1]; u == 1 would give -log(0): nudge it below 1 (probability 2^-53).
     if size is None:
@@ -214,13 +209,13 @@ def gumbel(
 
 def discrete_laplace_pmf(k: np.ndarray | int, scale: float) -> np.ndarray:
     """Exact ``P(X = k)`` of :func:`discrete_laplace`."""
-    q = math.exp(-1.0 / _check_scale(scale))
+    q = math.exp(-1.0 / positive(scale, "scale"))
     return (1.0 - q) / (1.0 + q) * np.power(q, np.abs(np.asarray(k, dtype=np.float64)))
 
 
 def discrete_laplace_sf(m: np.ndarray | int, scale: float) -> np.ndarray:
     """Exact ``P(X >= m)`` of :func:`discrete_laplace` for integer ``m``."""
-    scale = _check_scale(scale)
+    scale = positive(scale, "scale")
     q = math.exp(-1.0 / scale)
     m = np.asarray(m, dtype=np.float64)
     upper = np.exp(np.maximum(m, 0.0) * (-1.0 / scale)) / (1.0 + q)  # m >= 1
@@ -230,5 +225,5 @@ def discrete_laplace_sf(m: np.ndarray | int, scale: float) -> np.ndarray:
 
 def lattice_laplace_sf(v: np.ndarray | float, scale: float, sensitivity: float = 1.0) -> np.ndarray:
     """Exact ``P(N >= v)`` for real ``v`` and ``N`` from :func:`lattice_laplace`."""
-    units = np.ceil(np.asarray(v, dtype=np.float64) / sensitivity - 1e-9)
+    units = np.ceil(np.asarray(v, dtype=np.float64) / positive(sensitivity, "sensitivity") - 1e-9)
     return discrete_laplace_sf(units, scale / sensitivity)

@@ -22,7 +22,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mbeacon.privacy import validation
 from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace, lattice_laplace_sf, uniform
+from mbeacon.privacy.validation import integer, positive
 
 TOP: int = 1
 BOT: int = 0
@@ -51,19 +53,27 @@ def _as_runs(answers: np.ndarray, runs: int | None) -> np.ndarray:
     return answers
 
 
-def _positive(name: str, value: float) -> float:
-    value = float(value)
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
-    return value
+def _thresholds(thresholds: np.ndarray | float, k: int) -> np.ndarray:
+    """The thresholds, one per query: a NaN one would fail every comparison and answer BOT unseen."""
+    t = np.asarray(thresholds, dtype=np.float64)
+    if not np.all(np.isfinite(t)):
+        raise ValueError(f"threshold must be a finite number, got {t[~np.isfinite(t)].ravel()[0]}")
+    return np.broadcast_to(t, (k,))
 
 
-def _check_c(c: int | None) -> int | None:
-    if c is None:
-        return None
-    if isinstance(c, bool) or not math.isfinite(c) or int(c) != c or c < 1:
-        raise ValueError(f"c (the number of positives) must be an integer >= 1, got {c}")
-    return int(c)
+def _generalized_noise(
+    epsilon1: float, epsilon2: float, c: int, monotonic: bool, sensitivity: float
+) -> tuple[int, float, float, float]:
+    """The generalised SVT's parameters, checked, and its noise scales: ``rho ~ Lap(D/eps1)`` and
+    ``nu ~ Lap(2cD/eps2)`` (``Lap(cD/eps2)`` when ``monotonic``).
+
+    Returns ``(c, D, threshold_scale, query_scale)``.
+    """
+    epsilon1 = positive(epsilon1, "epsilon1")
+    epsilon2 = positive(epsilon2, "epsilon2")
+    c = integer(c, "c")
+    sensitivity = positive(sensitivity, "sensitivity")
+    return c, sensitivity, sensitivity / epsilon1, (1 if monotonic else 2) * c * sensitivity / epsilon2
 
 
 def sparse_vector_engine(
@@ -92,10 +102,14 @@ def sparse_vector_engine(
     mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.faulty` are thin wrappers.
     """
     source = as_source(rng)
+    sensitivity = positive(sensitivity, "sensitivity")
+    c = None if c is None else integer(c, "c")
+    threshold_scale = positive(threshold_scale, "threshold_scale")
+    query_scale = None if query_scale is None else positive(query_scale, "query_scale")
+    numeric_scale = None if numeric_scale is None else positive(numeric_scale, "numeric_scale")
     q = _as_runs(answers, runs)
     n_runs, k = q.shape
-    t = np.broadcast_to(np.asarray(thresholds, dtype=np.float64), (k,))
-    c = _check_c(c)
+    t = _thresholds(thresholds, k)
 
     def noise(scale: float, n: int) -> np.ndarray:
         return lattice_laplace(scale, sensitivity, n, source)
@@ -148,7 +162,8 @@ def above_threshold_batch(
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Batch form of :func:`above_threshold`: ``runs x queries`` flags."""
-    epsilon = _positive("epsilon", epsilon)
+    epsilon = positive(epsilon, "epsilon")
+    sensitivity = positive(sensitivity, "sensitivity")
     return sparse_vector_engine(
         answers,
         threshold,
@@ -182,9 +197,10 @@ def above_threshold(
 
 def sparse_sigma(epsilon: float, c: int, delta: float = 0.0, sensitivity: float = 1.0) -> float:
     """Threshold noise scale of Sparse: ``2cD/eps`` (pure) or ``sqrt(32 c ln(1/delta)) D / eps``."""
-    epsilon = _positive("epsilon", epsilon)
-    if delta < 0 or delta >= 1:
-        raise ValueError(f"delta must be in [0, 1), got {delta}")
+    epsilon = positive(epsilon, "epsilon")
+    c = integer(c, "c")
+    delta = validation.delta(delta, zero=True)
+    sensitivity = positive(sensitivity, "sensitivity")
     if delta == 0:
         return 2 * c * sensitivity / epsilon
     return math.sqrt(32 * c * math.log(1 / delta)) * sensitivity / epsilon
@@ -202,7 +218,7 @@ def sparse_batch(
     rng: RNGLike = None,
 ) -> np.ndarray:
     """Batch form of :func:`sparse`."""
-    c = _check_c(c)
+    c = integer(c, "c")
     sigma = sparse_sigma(epsilon, c, delta, sensitivity)
     return sparse_vector_engine(
         answers,
@@ -252,9 +268,11 @@ def numeric_sparse_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Batch form of :func:`numeric_sparse`."""
+    epsilon = positive(epsilon, "epsilon")
+    c = integer(c, "c")
+    delta = validation.delta(delta, zero=True)
+    sensitivity = positive(sensitivity, "sensitivity")
     _require_lattice(answers, sensitivity)
-    c = _check_c(c)
-    epsilon = _positive("epsilon", epsilon)
     eps1, eps2 = 8 * epsilon / 9, 2 * epsilon / 9
     sigma1 = sparse_sigma(eps1, c, delta / 2 if delta else 0.0, sensitivity)
     sigma2 = sparse_sigma(eps2, c, delta / 2 if delta else 0.0, sensitivity)
@@ -315,10 +333,11 @@ def generalized_svt_allocate(
     ``eps1 : eps2 = 1 : (2c)^(2/3)`` in general and ``1 : c^(2/3)`` for monotonic queries
     (Lyu, Su and Li, Section 4.2); ``eps3`` (numeric answers) is set aside first.
     """
-    epsilon = _positive("epsilon", epsilon)
-    c = _check_c(c)
-    if not 0 <= epsilon3 < epsilon:
-        raise ValueError("epsilon3 must be in [0, epsilon)")
+    epsilon = positive(epsilon, "epsilon")
+    c = integer(c, "c")
+    epsilon3 = validation.non_negative(epsilon3, "epsilon3")
+    if epsilon3 >= epsilon:
+        raise ValueError(f"epsilon3 must be less than epsilon ({epsilon}), got {epsilon3}")
     rest = epsilon - epsilon3
     ratio = (c if monotonic else 2 * c) ** (2 / 3)
     eps1 = rest / (1 + ratio)
@@ -339,18 +358,16 @@ def generalized_svt_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Batch form of :func:`generalized_svt`."""
+    c, sensitivity, threshold_scale, query_scale = _generalized_noise(
+        epsilon1, epsilon2, c, monotonic, sensitivity
+    )
+    epsilon3 = validation.non_negative(epsilon3, "epsilon3")
     if epsilon3 > 0:
         _require_lattice(answers, sensitivity)
-    c = _check_c(c)
-    epsilon1 = _positive("epsilon1", epsilon1)
-    epsilon2 = _positive("epsilon2", epsilon2)
-    if epsilon3 < 0:
-        raise ValueError("epsilon3 must be >= 0")
-    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
     return sparse_vector_engine(
         answers,
         thresholds,
-        threshold_scale=sensitivity / epsilon1,
+        threshold_scale=threshold_scale,
         query_scale=query_scale,
         c=c,
         numeric_scale=c * sensitivity / epsilon3 if epsilon3 > 0 else None,
@@ -406,19 +423,18 @@ def svt_with_gap_batch(
     rng: RNGLike = None,
 ) -> NumericAnswers:
     """Batch form of :func:`svt_with_gap`."""
-    epsilon = _positive("epsilon", epsilon)
-    c = _check_c(c)
+    epsilon = positive(epsilon, "epsilon")
     if threshold_share is None:
         eps1, eps2, _ = generalized_svt_allocate(epsilon, c, monotonic=monotonic)
-    elif 0 < threshold_share < 1:
-        eps1, eps2 = threshold_share * epsilon, (1 - threshold_share) * epsilon
     else:
-        raise ValueError("threshold_share must be in (0, 1)")
+        share = validation.fraction(threshold_share, "threshold_share")
+        eps1, eps2 = share * epsilon, (1 - share) * epsilon
+    c, sensitivity, threshold_scale, query_scale = _generalized_noise(eps1, eps2, c, monotonic, sensitivity)
     return sparse_vector_engine(
         answers,
         thresholds,
-        threshold_scale=sensitivity / eps1,
-        query_scale=(1 if monotonic else 2) * c * sensitivity / eps2,
+        threshold_scale=threshold_scale,
+        query_scale=query_scale,
         c=c,
         release_gap=True,
         sensitivity=sensitivity,
@@ -486,14 +502,16 @@ def svt_retraversal_batch(
     a straightforward walk, at a tiny fraction of its cost when a raised threshold makes passes sparse.
     """
     source = as_source(rng)
-    c = _check_c(c)
-    epsilon1 = _positive("epsilon1", epsilon1)
-    epsilon2 = _positive("epsilon2", epsilon2)
+    c, sensitivity, threshold_scale, query_scale = _generalized_noise(
+        epsilon1, epsilon2, c, monotonic, sensitivity
+    )
+    raised = validation.finite(threshold, "threshold") + validation.finite(increment, "increment")
+    if max_passes is not None:
+        max_passes = integer(max_passes, "max_passes")
     q = _as_runs(answers, runs)
     n_runs, n = q.shape
-    query_scale = (1 if monotonic else 2) * c * sensitivity / epsilon2
-    rho = lattice_laplace(sensitivity / epsilon1, sensitivity, n_runs, source).astype(np.float64)
-    p = lattice_laplace_sf(threshold + increment + rho[:, np.newaxis] - q, query_scale, sensitivity)
+    rho = lattice_laplace(threshold_scale, sensitivity, n_runs, source).astype(np.float64)
+    p = lattice_laplace_sf(raised + rho[:, np.newaxis] - q, query_scale, sensitivity)
     u = uniform((n_runs, n), source)  # (0, 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         first_pass = np.maximum(np.ceil(np.log(u) / np.log1p(-p)), 1.0)  # inverse-CDF geometric
