@@ -61,13 +61,6 @@ def test_contract_names_and_types():
         assert callable(getattr(mp, name))
 
 
-def test_epsilon_formulas():
-    assert svt2_epsilon(0.1, 0.4, 5, redraw=False) == pytest.approx(2 * (0.1 + 0.4))
-    assert svt2_epsilon(0.1, 0.4, 5, redraw=True) == pytest.approx(2 * (5 * 0.1 + 0.4))
-    with pytest.raises(ValueError):
-        svt2_epsilon(0.0, 0.4, 5, redraw=False)
-
-
 @given(
     epsilon=st.floats(0.01, 20, allow_nan=False),
     c=st.integers(1, 200),

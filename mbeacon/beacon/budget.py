@@ -6,9 +6,8 @@ opened and never change afterwards: the promise made to a budget holder is the e
 parameters their noisy thresholds were drawn for. A new policy applies to accounts opened after it
 (new users, or after an explicit, audited ``budget reset``); see docs/service.md.
 
-Accounting (docs/privacy.md): a threshold pair costs ``2 eps1``, each positive (TOP) ``2 eps2 / c``,
-and with noisy counts enabled each positive also ``count_epsilon / c``. With the single-pair variant
-the pair is paid once; with ``redraw`` a new pair is drawn after each positive except the last.
+What an account has spent is :func:`mbeacon.privacy.accounting.svt2_spent` of its parameters and
+positives (the rule, with noisy counts, is stated there and proved in docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.privacy.accounting import svt2_spent
 from mbeacon.privacy.svt2 import SVT2Params, SVT2State, svt2_allocate
 
 
@@ -95,9 +95,14 @@ class Account:
         p = self.params
         if p.mechanism != "svt2":
             return 0.0
-        positives = self.state.count
-        pairs = min(positives + 1, p.c) if p.variant == "redraw" else 1
-        return 2 * p.epsilon1 * pairs + (2 * p.epsilon2 + p.count_epsilon) * positives / p.c
+        return svt2_spent(
+            p.epsilon1,
+            p.epsilon2,
+            p.c,
+            self.state.count,
+            redraw=p.variant == "redraw",
+            count_epsilon=p.count_epsilon,
+        )
 
     def budget(self) -> dict:
         """What the holder is told: the Beacon response's budget fields."""

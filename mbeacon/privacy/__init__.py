@@ -2,8 +2,27 @@
 
 Every mechanism takes ``rng``: ``None`` (the OS CSPRNG, the default and the only source the service
 uses), an ``int`` seed or a ``numpy.random.Generator`` (reproducible mode for tests and experiments).
+
+Modules, each using only those before it:
+
+* :mod:`~mbeacon.privacy.validation`: one check for every privacy parameter (finite, in range, typed);
+* :mod:`~mbeacon.privacy.noise`: the samplers and their exact distribution functions;
+* :mod:`~mbeacon.privacy.sparse_vector`: the SVT family (one engine, a thin wrapper per mechanism);
+* :mod:`~mbeacon.privacy.selection`: exponential mechanism, report-noisy-max, top-k, unknown-domain top-k;
+* :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule, composition, pay-what-you-get;
+* :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): the service's mechanism;
+* :mod:`~mbeacon.privacy.faulty`: incorrect SVT variants, kept as the audit's controls;
+* :mod:`~mbeacon.privacy.audit`: the statistical DP audit of all of the above.
 """
 
+from mbeacon.privacy.accounting import (
+    PayWhatYouGet,
+    PayWhatYouGetExhausted,
+    advanced_composition,
+    bounded_range_composition,
+    svt2_epsilon,
+    svt2_spent,
+)
 from mbeacon.privacy.noise import (
     discrete_laplace,
     discrete_laplace_pmf,
@@ -14,10 +33,7 @@ from mbeacon.privacy.noise import (
     uniform,
 )
 from mbeacon.privacy.selection import (
-    PayWhatYouGet,
     TopKRelease,
-    advanced_composition,
-    bounded_range_composition,
     exponential_mechanism,
     exponential_mechanism_batch,
     report_noisy_max,
@@ -52,7 +68,6 @@ from mbeacon.privacy.svt2 import (
     svt2,
     svt2_allocate,
     svt2_batch,
-    svt2_epsilon,
     svt2_release,
     svt2_resume,
     svt2_step,
@@ -64,6 +79,7 @@ __all__ = [
     "UNANSWERED",
     "NumericAnswers",
     "PayWhatYouGet",
+    "PayWhatYouGetExhausted",
     "SVT2Params",
     "SVT2State",
     "TopKRelease",
@@ -94,6 +110,7 @@ __all__ = [
     "svt2_epsilon",
     "svt2_release",
     "svt2_resume",
+    "svt2_spent",
     "svt2_step",
     "svt_retraversal",
     "svt_retraversal_batch",

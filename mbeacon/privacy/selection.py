@@ -1,5 +1,5 @@
 """Private selection: exponential mechanism, report-noisy-max, top-k, and Durfee and Rogers'
-unknown-domain top-k with pay-what-you-get accounting (NeurIPS 2019).
+unknown-domain top-k (NeurIPS 2019; its pay-what-you-get budget is in :mod:`mbeacon.privacy.accounting`).
 
 The exponential mechanism is sampled with the Gumbel-max trick: ``argmax(u + Gumbel(2D/eps))`` picks
 ``i`` with probability proportional to ``exp(eps * u_i / (2D))``; the one-shot top-k (the ``k``
@@ -10,11 +10,13 @@ mechanisms (Durfee and Rogers, Lemma 4.2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from mbeacon.privacy import validation
 from mbeacon.privacy.noise import RNGLike, as_source, gumbel, lattice_laplace
+from mbeacon.privacy.validation import integer, positive
 
 
 def _scores(scores: np.ndarray) -> np.ndarray:
@@ -32,9 +34,8 @@ def _batch_scores(scores: np.ndarray, runs: int) -> np.ndarray:
 
 
 def _em_scale(epsilon: float, sensitivity: float, monotonic: bool) -> float:
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon}")
-    return (1.0 if monotonic else 2.0) * sensitivity / epsilon
+    epsilon = positive(epsilon, "epsilon")
+    return (1.0 if monotonic else 2.0) * positive(sensitivity, "sensitivity") / epsilon
 
 
 def exponential_mechanism_batch(
@@ -117,8 +118,10 @@ def top_k_batch(
 ) -> np.ndarray:
     """Batch form of :func:`top_k`: ``runs x k`` indices."""
     s = _batch_scores(scores, runs)
-    if not 1 <= k <= s.shape[-1]:
+    k = integer(k, "k")
+    if k > s.shape[-1]:
         raise ValueError(f"k must be between 1 and the number of items ({s.shape[-1]})")
+    epsilon = positive(epsilon, "epsilon")
     noisy = s + gumbel(_em_scale(epsilon / k, sensitivity, monotonic), s.shape, rng)
     part = np.argpartition(-noisy, k - 1, axis=-1)[:, :k]
     order = np.argsort(-np.take_along_axis(noisy, part, axis=-1), axis=-1)
@@ -156,12 +159,6 @@ class TopKRelease:
         return len(self.items)
 
 
-def _check_k(k: int, kbar: int) -> None:
-    for name, value in (("k", k), ("kbar", kbar)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
 def _true_top(histogram: dict, kbar: int) -> tuple[list, np.ndarray, float]:
     if not histogram:
         return [], np.empty(0), 0.0
@@ -196,9 +193,9 @@ def unknown_domain_top_k_restricted(
     plus the probability ``delta`` that an item outside the top ``kbar`` would have passed).
     """
     source = as_source(rng)
-    _check_k(k, kbar)
-    if not (0 < delta < 1) or epsilon <= 0 or restricted_sensitivity < 1:
-        raise ValueError("need epsilon > 0, 0 < delta < 1 and restricted_sensitivity >= 1")
+    k, kbar = integer(k, "k"), integer(kbar, "kbar")
+    epsilon, delta = positive(epsilon, "epsilon"), validation.delta(delta)
+    restricted_sensitivity = integer(restricted_sensitivity, "restricted_sensitivity")
     items, counts, h_next = _true_top(histogram, kbar)
     offset = 1 + math.log(restricted_sensitivity / delta) / epsilon
     h_perp = h_next + offset + lattice_laplace(1 / epsilon, 1.0, None, source)
@@ -221,89 +218,15 @@ def unknown_domain_top_k(
     ``h_perp = h_(kbar+1) + 1 + ln(kbar/delta)/eps + Gumbel(1/eps)``; ``h_i + Gumbel(1/eps)`` for
     the top ``kbar``; release, in order, at most ``k`` items whose noisy count beats ``h_perp`` (no
     counts). Privacy cost (pay-what-you-get): a query that returns ``j`` items costs ``j + 1``
-    ``epsilon``-bounded-range units and ``delta``; charge it to a :class:`PayWhatYouGet` budget.
+    ``epsilon``-bounded-range units and ``delta``; charge it to a
+    :class:`~mbeacon.privacy.accounting.PayWhatYouGet` budget.
     """
     source = as_source(rng)
-    _check_k(k, kbar)
-    if not (0 < delta < 1) or epsilon <= 0:
-        raise ValueError("need epsilon > 0 and 0 < delta < 1")
+    k, kbar = integer(k, "k"), integer(kbar, "kbar")
+    epsilon, delta = positive(epsilon, "epsilon"), validation.delta(delta)
     items, counts, h_next = _true_top(histogram, kbar)
     offset = 1 + math.log(kbar / delta) / epsilon
     h_perp = h_next + offset + gumbel(1 / epsilon, None, source)
     noisy = counts + gumbel(1 / epsilon, counts.size, source)
     order = [i for i in np.argsort(-noisy, kind="stable") if noisy[i] > h_perp][:k]
     return TopKRelease(tuple(items[i] for i in order), None)
-
-
-def bounded_range_composition(units: int, epsilon: float, delta: float) -> float:
-    """Epsilon of ``units`` adaptively composed ``epsilon``-bounded-range mechanisms at ``delta``.
-
-    Durfee and Rogers (Section 4.2): ``min(m eps, m eps^2 / 8 + eps sqrt(m ln(1/delta) / 2))``.
-    """
-    if units <= 0:
-        return 0.0
-    return min(
-        units * epsilon,
-        units * epsilon**2 / 8 + epsilon * math.sqrt(units * math.log(1 / delta) / 2),
-    )
-
-
-def advanced_composition(units: int, epsilon: float, delta: float) -> float:
-    """Dwork, Rothblum and Vadhan: ``m`` ``epsilon``-DP mechanisms are ``(eps', delta)``-DP with
-    ``eps' = eps sqrt(2 m ln(1/delta)) + m eps (e^eps - 1)`` (never worse than ``m eps``)."""
-    if units <= 0:
-        return 0.0
-    return min(
-        units * epsilon,
-        epsilon * math.sqrt(2 * units * math.log(1 / delta)) + units * epsilon * math.expm1(epsilon),
-    )
-
-
-class BudgetExhaustedError(RuntimeError):
-    """Raised when a query would exceed a pay-what-you-get budget."""
-
-
-@dataclass
-class PayWhatYouGet:
-    """Pay-what-you-get budget for repeated unknown-domain top-k queries (Durfee and Rogers §7).
-
-    ``k_star`` bounds the total ``epsilon``-BR units (items returned + 1 per query) and ``l_star``
-    the number of queries. The whole interaction is ``(epsilon_total, l_star*delta + delta_prime)``
-    -DP with ``epsilon_total = bounded_range_composition(k_star, epsilon, delta_prime)``.
-    """
-
-    k_star: int
-    l_star: int
-    epsilon: float
-    delta: float
-    delta_prime: float = 1e-9
-    units_left: int = field(init=False)
-    queries_left: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        if self.k_star < 2 or self.l_star < 1:
-            raise ValueError("k_star must be >= 2 and l_star >= 1")
-        self.units_left = self.k_star
-        self.queries_left = self.l_star
-
-    @property
-    def epsilon_total(self) -> float:
-        return bounded_range_composition(self.k_star, self.epsilon, self.delta_prime)
-
-    @property
-    def delta_total(self) -> float:
-        return self.l_star * self.delta + self.delta_prime
-
-    def query(self, histogram: dict, k: int, kbar: int, rng: RNGLike = None) -> TopKRelease:
-        """Run one Algorithm 2 query, asking for at most what the budget can still pay for."""
-        _check_k(k, kbar)
-        if self.queries_left < 1 or self.units_left < 2:
-            raise BudgetExhaustedError(
-                f"pay-what-you-get budget exhausted: {self.units_left} units and "
-                f"{self.queries_left} queries left"
-            )
-        k = min(k, self.units_left - 1)
-        release = unknown_domain_top_k(histogram, k, kbar, self.epsilon, self.delta, rng=rng)
-        self.units_left -= len(release) + 1
-        self.queries_left -= 1
-        return release

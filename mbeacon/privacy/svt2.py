@@ -13,19 +13,23 @@ with the prior about "at least ``T`` patients":
 and spends one of ``c`` positives; ``UNANSWERED`` (-1) after the halt.
 
 Privacy cost (``docs/privacy.md`` has the proof and the audit that checks it):
-``2 (eps1 + eps2)`` with one threshold pair, ``2 (c eps1 + eps2)`` when re-drawn after each TOP.
+``2 (eps1 + eps2)`` with one threshold pair, ``2 (c eps1 + eps2)`` when re-drawn after each TOP;
+:mod:`mbeacon.privacy.accounting` states the rule (:func:`svt2_epsilon`, and what a run has spent
+so far).
 """
 
 from __future__ import annotations
 
-import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from mbeacon.privacy._svt2_scan import scan
+from mbeacon.privacy.accounting import svt2_epsilon
 from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
+from mbeacon.privacy.validation import finite, integer, positive
 
 __all__ = [
     "SVT2Params",
@@ -40,13 +44,6 @@ __all__ = [
 ]
 
 
-def svt2_epsilon(epsilon1: float, epsilon2: float, c: int, *, redraw: bool) -> float:
-    """Total privacy cost of one SVT² run: ``2(eps1+eps2)``, or ``2(c*eps1+eps2)`` with redraw."""
-    if epsilon1 <= 0 or epsilon2 <= 0 or c < 1:
-        raise ValueError("epsilon1 and epsilon2 must be > 0 and c >= 1")
-    return 2.0 * ((c if redraw else 1) * epsilon1 + epsilon2)
-
-
 def svt2_allocate(epsilon: float, c: int, *, redraw: bool) -> tuple[float, float]:
     """The ``(eps1, eps2)`` with ``svt2_epsilon == epsilon`` that minimise the comparison noise.
 
@@ -54,10 +51,8 @@ def svt2_allocate(epsilon: float, c: int, *, redraw: bool) -> tuple[float, float
     ``eps1 + eps2 = eps/2`` gives ``eps1 : eps2 = 1 : (2c)^(2/3)`` (Lyu, Su and Li's allocation);
     under ``c*eps1 + eps2 = eps/2`` (redraw) it gives ``eps2 = 4^(1/3) c eps1``.
     """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon}")
-    if int(c) != c or c < 1:
-        raise ValueError(f"c must be an integer >= 1, got {c}")
+    epsilon = positive(epsilon, "epsilon")
+    c = integer(c, "c")
     half = epsilon / 2.0
     if redraw:
         eps1 = half / (c + 4 ** (1 / 3) * c)
@@ -66,9 +61,15 @@ def svt2_allocate(epsilon: float, c: int, *, redraw: bool) -> tuple[float, float
     return eps1, half - eps1
 
 
+_CHECKED = ("threshold", "epsilon1", "epsilon2", "c", "sensitivity")
+
+
 @dataclass(frozen=True)
 class SVT2Params:
-    """Public parameters of one SVT² instance (safe to publish)."""
+    """Public parameters of one SVT² instance (safe to publish).
+
+    Checked once, here, so that :func:`svt2_step` (once per request) need not check them again.
+    """
 
     threshold: float
     epsilon1: float
@@ -78,12 +79,19 @@ class SVT2Params:
     redraw: bool = False
 
     def __post_init__(self) -> None:
-        if self.epsilon1 <= 0 or self.epsilon2 <= 0:
-            raise ValueError("epsilon1 and epsilon2 must be > 0")
-        if int(self.c) != self.c or self.c < 1:
-            raise ValueError("c must be an integer >= 1")
-        if self.sensitivity <= 0:
-            raise ValueError("sensitivity must be > 0")
+        given = (self.threshold, self.epsilon1, self.epsilon2, self.c, self.sensitivity)
+        checked = (
+            finite(self.threshold, "threshold"),
+            positive(self.epsilon1, "epsilon1"),
+            positive(self.epsilon2, "epsilon2"),
+            integer(self.c, "c"),
+            positive(self.sensitivity, "sensitivity"),
+        )
+        # a check returns what it was given when that is already a plain float or int; where it
+        # converted (a numpy scalar, c = 5.0) the frozen instance keeps the converted value
+        if not all(map(operator.is_, checked, given)):
+            for name, value in zip(_CHECKED, checked, strict=True):
+                object.__setattr__(self, name, value)
 
     @property
     def epsilon(self) -> float:
@@ -109,7 +117,7 @@ class SVT2Params:
         sensitivity: float = 1.0,
     ) -> SVT2Params:
         eps1, eps2 = svt2_allocate(epsilon, c, redraw=redraw)
-        return cls(threshold, eps1, eps2, int(c), sensitivity, redraw)
+        return cls(threshold, eps1, eps2, c, sensitivity, redraw)
 
 
 @dataclass(frozen=True)
@@ -227,7 +235,7 @@ def svt2(
 
     Privacy cost: ``svt2_epsilon(epsilon1, epsilon2, c, redraw=redraw)``.
     """
-    params = SVT2Params(threshold, epsilon1, epsilon2, int(c), sensitivity, redraw)
+    params = SVT2Params(threshold, epsilon1, epsilon2, c, sensitivity, redraw)
     a = np.asarray(alpha, dtype=np.float64).ravel()
     b = np.broadcast_to(np.asarray(beta, dtype=np.float64), a.shape)
     _check_inputs(a, b)
@@ -266,7 +274,7 @@ def svt2_batch(
     (``tests/test_svt2.py`` checks it). The scan is compiled (:mod:`mbeacon.privacy._svt2_scan`);
     every random number still comes from ``rng`` (the OS CSPRNG by default).
     """
-    params = SVT2Params(threshold, epsilon1, epsilon2, int(c), sensitivity, redraw)
+    params = SVT2Params(threshold, epsilon1, epsilon2, c, sensitivity, redraw)
     # No conversion or validation of the whole matrix: runs halt early, so the scan converts and
     # checks only the entries it reads (most of a long query matrix is never reached).
     a, b = np.asarray(alpha), np.asarray(beta)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbeacon.privacy import faulty, selection, sparse_vector
+from mbeacon.privacy.accounting import svt2_epsilon
 from mbeacon.privacy.audit.events import Outputs
-from mbeacon.privacy.svt2 import svt2_allocate, svt2_batch, svt2_epsilon
+from mbeacon.privacy.svt2 import svt2_allocate, svt2_batch
 
 DEFAULT_EPSILON = 0.5
 QUERIES = 10

@@ -1,0 +1,167 @@
+"""What the mechanisms cost: one rule for each, and the composition theorems that add costs up.
+
+* **SVT²** (``docs/privacy.md``, Theorems 1 and 2): a threshold pair costs ``2 eps1`` and each
+  positive (TOP) ``2 eps2 / c``. The single-pair variant draws its one pair up front; ``redraw``
+  draws a new pair after every positive but the last, so after ``j`` positives it has paid for
+  ``min(j + 1, c)`` pairs. :func:`svt2_spent` is the cost so far; :func:`svt2_epsilon`, the cost of
+  a whole run, is the cost at ``j = c``: ``2(eps1 + eps2)``, or ``2(c eps1 + eps2)`` with redraw.
+  A noisy count released with each positive (``count_epsilon``) adds ``count_epsilon / c`` a positive.
+* **Composition** of ``m`` mechanisms: advanced composition (Dwork, Rothblum and Vadhan) for
+  ``epsilon``-DP ones, the tighter bounded-range composition (Durfee and Rogers) for
+  ``epsilon``-bounded-range ones such as the exponential mechanism.
+* **Pay-what-you-get** (Durfee and Rogers §7): the budget of repeated unknown-domain top-k queries,
+  where a query that returns ``j`` items costs ``j + 1`` bounded-range units.
+
+The costs of the other mechanisms are their epsilon as given (their docstrings and
+``docs/privacy.md`` state them); the audit checks each one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mbeacon.privacy import validation
+from mbeacon.privacy.noise import RNGLike
+from mbeacon.privacy.selection import TopKRelease, unknown_domain_top_k
+from mbeacon.privacy.validation import integer, positive
+
+__all__ = [
+    "PayWhatYouGet",
+    "PayWhatYouGetExhausted",
+    "advanced_composition",
+    "bounded_range_composition",
+    "svt2_epsilon",
+    "svt2_spent",
+]
+
+
+# --- SVT² -------------------------------------------------------------------------------------------
+
+
+def svt2_spent(
+    epsilon1: float,
+    epsilon2: float,
+    c: int,
+    positives: int,
+    *,
+    redraw: bool,
+    count_epsilon: float = 0.0,
+) -> float:
+    """The epsilon an SVT² run has spent once it has answered ``positives`` TOPs (of at most ``c``).
+
+    ``2 eps1`` for each threshold pair drawn (one, or ``min(positives + 1, c)`` with ``redraw``) plus
+    ``(2 eps2 + count_epsilon) / c`` for each positive.
+    """
+    epsilon1 = positive(epsilon1, "epsilon1")
+    epsilon2 = positive(epsilon2, "epsilon2")
+    c = integer(c, "c")
+    positives = integer(positives, "positives", minimum=0)
+    if positives > c:
+        raise ValueError(f"positives must be at most c ({c}), got {positives}")
+    count_epsilon = validation.non_negative(count_epsilon, "count_epsilon")
+    pairs = min(positives + 1, c) if redraw else 1
+    per_positive = 2.0 * epsilon2 + count_epsilon
+    # a run that has spent all c positives has spent exactly its promised total (x * c / c can be
+    # one rounding away from x)
+    on_positives = per_positive if positives == c else per_positive * positives / c
+    return 2.0 * epsilon1 * pairs + on_positives
+
+
+def svt2_epsilon(epsilon1: float, epsilon2: float, c: int, *, redraw: bool) -> float:
+    """Total privacy cost of one SVT² run: ``2(eps1+eps2)``, or ``2(c*eps1+eps2)`` with redraw."""
+    return svt2_spent(epsilon1, epsilon2, c, c, redraw=redraw)
+
+
+# --- composition ------------------------------------------------------------------------------------
+
+
+def _composition_arguments(units: int, epsilon: float, delta: float) -> tuple[int, float, float]:
+    return (
+        integer(units, "units", minimum=None),
+        positive(epsilon, "epsilon"),
+        validation.delta(delta),
+    )
+
+
+def bounded_range_composition(units: int, epsilon: float, delta: float) -> float:
+    """Epsilon of ``units`` adaptively composed ``epsilon``-bounded-range mechanisms at ``delta``.
+
+    Durfee and Rogers (Section 4.2): ``min(m eps, m eps^2 / 8 + eps sqrt(m ln(1/delta) / 2))``.
+    """
+    units, epsilon, delta = _composition_arguments(units, epsilon, delta)
+    if units <= 0:
+        return 0.0
+    return min(
+        units * epsilon,
+        units * epsilon**2 / 8 + epsilon * math.sqrt(units * math.log(1 / delta) / 2),
+    )
+
+
+def advanced_composition(units: int, epsilon: float, delta: float) -> float:
+    """Dwork, Rothblum and Vadhan: ``m`` ``epsilon``-DP mechanisms are ``(eps', delta)``-DP with
+    ``eps' = eps sqrt(2 m ln(1/delta)) + m eps (e^eps - 1)`` (never worse than ``m eps``)."""
+    units, epsilon, delta = _composition_arguments(units, epsilon, delta)
+    if units <= 0:
+        return 0.0
+    return min(
+        units * epsilon,
+        epsilon * math.sqrt(2 * units * math.log(1 / delta)) + units * epsilon * math.expm1(epsilon),
+    )
+
+
+# --- pay-what-you-get -------------------------------------------------------------------------------
+
+
+class PayWhatYouGetExhausted(RuntimeError):
+    """Raised when a query would exceed a pay-what-you-get budget."""
+
+
+@dataclass
+class PayWhatYouGet:
+    """Pay-what-you-get budget for repeated unknown-domain top-k queries (Durfee and Rogers §7).
+
+    ``k_star`` bounds the total ``epsilon``-BR units (items returned + 1 per query) and ``l_star``
+    the number of queries. The whole interaction is ``(epsilon_total, l_star*delta + delta_prime)``
+    -DP with ``epsilon_total = bounded_range_composition(k_star, epsilon, delta_prime)``.
+    """
+
+    k_star: int
+    l_star: int
+    epsilon: float
+    delta: float
+    delta_prime: float = 1e-9
+    units_left: int = field(init=False)
+    queries_left: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        # the least budget that can pay for one query returning one item is 2 units
+        self.k_star = integer(self.k_star, "k_star", minimum=2)
+        self.l_star = integer(self.l_star, "l_star")
+        self.epsilon = positive(self.epsilon, "epsilon")
+        self.delta = validation.delta(self.delta)
+        self.delta_prime = validation.delta(self.delta_prime, "delta_prime")
+        self.units_left = self.k_star
+        self.queries_left = self.l_star
+
+    @property
+    def epsilon_total(self) -> float:
+        return bounded_range_composition(self.k_star, self.epsilon, self.delta_prime)
+
+    @property
+    def delta_total(self) -> float:
+        return self.l_star * self.delta + self.delta_prime
+
+    def query(self, histogram: dict, k: int, kbar: int, rng: RNGLike = None) -> TopKRelease:
+        """Run one Algorithm 2 query, asking for at most what the budget can still pay for."""
+        k, kbar = integer(k, "k"), integer(kbar, "kbar")
+        if self.queries_left < 1 or self.units_left < 2:
+            raise PayWhatYouGetExhausted(
+                f"pay-what-you-get budget exhausted: {self.units_left} units and "
+                f"{self.queries_left} queries left"
+            )
+        k = min(k, self.units_left - 1)
+        release = unknown_domain_top_k(histogram, k, kbar, self.epsilon, self.delta, rng=rng)
+        self.units_left -= len(release) + 1
+        self.queries_left -= 1
+        return release
