@@ -163,13 +163,13 @@ def test_saved_and_resumed_state_equals_one_long_run():
             rng=np.random.default_rng(seed),
         )
         generator = np.random.default_rng(seed)
-        saved = json.dumps(SVT2State.start(params, generator).to_dict())
+        saved = json.dumps(SVT2State.start(params, generator).to_json())
         stepwise = []
         for a, b in zip(ALPHA, BETA, strict=True):
-            state = SVT2State.from_dict(json.loads(saved))  # a new request, a new worker
+            state = SVT2State.from_json(json.loads(saved))  # a new request, a new worker
             flag, state = svt2_step(state, float(a), float(b), params, generator)
             stepwise.append(flag)
-            saved = json.dumps(state.to_dict())
+            saved = json.dumps(state.to_json())
         assert stepwise == long_run.tolist()
 
 

@@ -125,7 +125,7 @@ class SVT2State:
     """The secret state between queries: noisy threshold offsets and positives spent.
 
     ``z1`` and ``z2`` are secrets: they are excluded from ``repr`` so they cannot reach a log by
-    accident; :meth:`to_dict` is for the ledger only.
+    accident; :meth:`to_json` is for the ledger only.
     """
 
     z1: float
@@ -143,11 +143,11 @@ class SVT2State:
     def halted(self, params: SVT2Params) -> bool:
         return self.count >= params.c
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_json(self) -> dict[str, float | int]:
         return {"z1": self.z1, "z2": self.z2, "count": self.count}
 
     @classmethod
-    def from_dict(cls, data: dict[str, float | int]) -> SVT2State:
+    def from_json(cls, data: dict[str, float | int]) -> SVT2State:
         return cls(float(data["z1"]), float(data["z2"]), int(data["count"]))
 
 

@@ -44,7 +44,7 @@ class AuditResult:
     runs: int
     seconds: float
 
-    def as_json(self) -> dict:
+    def to_json(self) -> dict:
         return asdict(self)
 
 
