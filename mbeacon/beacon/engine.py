@@ -190,7 +190,8 @@ class AnswerEngine:
         except NoPriorChosen as error:
             raise NoPriorChosen(
                 f"dataset {dataset!r} has no prior: set prior = NAME in its [datasets.{dataset}] table or "
-                f"default_prior ({error})"
+                f"default_prior ({error})",
+                error.names,
             ) from None
 
     def prior(self, dataset: str) -> Prior:

@@ -200,7 +200,11 @@ class PriorChoice(NamedTuple):
 
 
 class NoPriorChosen(DataError):
-    """No prior was named and the store does not hold exactly one."""
+    """No prior was named and the store does not hold exactly one; ``names`` are the ones it holds."""
+
+    def __init__(self, message: str, names: list[str]) -> None:
+        super().__init__(message)
+        self.names = names
 
 
 def choose_prior(store_dir: Any, named: str | None = None, *, named_by: str = "config") -> PriorChoice:
@@ -214,9 +218,11 @@ def choose_prior(store_dir: Any, named: str | None = None, *, named_by: str = "c
         return PriorChoice(names[0], "only prior in the store")
     if not names:
         raise NoPriorChosen(
-            f"store {store_dir} has no priors: build or import one first (mbeacon prior --help)"
+            f"store {store_dir} has no priors: build or import one first (mbeacon prior --help)", names
         )
-    raise NoPriorChosen(f"store {store_dir} has {len(names)} priors ({', '.join(names)}) and none is named")
+    raise NoPriorChosen(
+        f"store {store_dir} has {len(names)} priors ({', '.join(names)}) and none is named", names
+    )
 
 
 def list_priors(store_dir: Any) -> list[dict[str, Any]]:
