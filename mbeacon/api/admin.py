@@ -21,11 +21,13 @@ from mbeacon.beacon import operations
 from mbeacon.beacon.holders import HOLDER_PATTERN, NAME_PATTERN, Holder, canonical_name, is_name
 from mbeacon.beacon.operations import BudgetChange, NewUser
 from mbeacon.beacon.query import QueryError
+from mbeacon.beacon.wire import APPLIES_FROM, MAX_AUDIT_LIMIT
 from mbeacon.pydantic_errors import describe
 
 __all__ = ["HOLDER_PATTERN", "NAME_PATTERN", "BudgetChange", "Confirm", "NewUser", "bp"]
 
 bp = Blueprint("admin", __name__)  # mounted at /api/admin
+AFTER_RESET, NEXT_QUERY = APPLIES_FROM
 
 
 class Confirm(BaseModel):
@@ -112,7 +114,7 @@ def set_budget(holder: str, dataset: str):
             "budgetHolder": str(done.holder),
             "dataset": dataset,
             "parameters": done.params.public(),
-            "appliesFrom": "after budget reset" if done.account_open else "next query",
+            "appliesFrom": AFTER_RESET if done.account_open else NEXT_QUERY,
         }
     )
 
@@ -131,8 +133,8 @@ def reset_budget(holder: str, dataset: str):
 def audit():
     require_admin()
     raw = request.args.get("limit", "100")
-    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
-        raise QueryError("limit must be an integer from 1 to 10000")
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or not 1 <= int(raw) <= MAX_AUDIT_LIMIT:
+        raise QueryError(f"limit must be an integer from 1 to {MAX_AUDIT_LIMIT}")
     limit = int(raw)
     return informational({"entries": runtime().ledger.audit_log(limit=limit, principal=_holder_argument())})
 
