@@ -166,3 +166,65 @@ def test_an_unknown_dataset_is_an_unknown_target() -> None:
     operations.check_dataset("d", ["d", "e"])
     with pytest.raises(UnknownTarget, match="no dataset 'x'"):
         operations.check_dataset("x", ["d", "e"])
+
+
+# --- the same rules on the command line ---------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_config(tmp_path: Path) -> Path:
+    from mbeacon.store.demo import DEMO_DATASET, ensure_demo
+
+    demo = ensure_demo(tmp_path.parent.parent / "operations-demo")
+    config = tmp_path / "mbeacon.toml"
+    config.write_text(
+        f'store = "{demo.store}"\ndatabase_url = "sqlite:///{tmp_path}/ledger.sqlite3"\n'
+        f"[datasets.{DEMO_DATASET}]\nepsilon = 1.0\nc = 5\n"
+    )
+    return config
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from mbeacon.cli import main
+
+    return CliRunner().invoke(main, list(args), env={"MBEACON_CONFIG": ""})
+
+
+def test_the_cli_refuses_what_the_admin_api_refuses(cli_config: Path) -> None:
+    from mbeacon.store.demo import DEMO_DATASET
+
+    config = ("--config", str(cli_config))
+    assert _cli("users", "add", "dup2", *config).exit_code == 0
+    assert _cli("users", "revoke", "DUP2", *config).exit_code == 0
+    for spelling in ("Dup2", "dup2 ", "ｄｕｐ２"):
+        again = _cli("users", "add", spelling, *config)
+        assert (again.exit_code, again.output.strip()) == (
+            2,
+            "error: user 'dup2' exists (rotate its key instead, or choose another name)",
+        )
+    for args, message in [
+        (("users", "add", "user:dup3"), "error: name: String should match pattern"),
+        (
+            ("budget", "set", "user:user:x", DEMO_DATASET, "--c", "3"),
+            "error: budget holder must be user:NAME",
+        ),
+        (
+            ("budget", "set", "alice", "no-such-cohort", "--c", "3"),
+            "error: no dataset 'no-such-cohort' in the store",
+        ),
+        (
+            ("budget", "set", "alice", DEMO_DATASET, "--count-epsilon", "2"),
+            "error: budget: count_epsilon is carved",
+        ),
+        (("budget", "reset", "alice", "no-such-cohort", "--confirm"), "error: no dataset 'no-such-cohort'"),
+        (("users", "rotate", "nobody"), "error: no active user 'nobody'"),
+    ]:
+        refused = _cli(*args, *config)
+        assert refused.exit_code == 2 and refused.output.startswith(message), (args, refused.output)
+    done = _cli("budget", "set", "Alice", DEMO_DATASET, "--c", "3", *config)
+    assert done.exit_code == 0 and '"c": 3' in done.output
+    audit = Ledger.open(f"sqlite:///{cli_config.parent}/ledger.sqlite3").audit_log()
+    assert (audit[0]["event"], audit[0]["principal"]) == ("budget_set", "user:alice")
+    assert all(e["actor"].startswith("cli:") for e in audit)

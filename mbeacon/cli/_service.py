@@ -7,6 +7,7 @@ host writes where the running beacon reads.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,14 +48,24 @@ def open_ledger(config: ServiceConfig) -> Ledger:
         fail(str(error))
 
 
+def cli_actor() -> str:
+    """Who the audit log names for a change made on the command line: ``cli:<login name>``."""
+    try:
+        return f"cli:{os.getlogin()}"
+    except OSError:
+        return f"cli:{os.environ.get('USER', 'unknown')}"
+
+
 class LedgerGroup(click.Group):
     """Commands that use the ledger: one it cannot reach or write (down, disk full, read-only file
-    system) is a one-line error and exit status 2, not a traceback."""
+    system), or an operator request it refuses (an unknown user, a name taken, a bad parameter), is a
+    one-line error and exit status 2, not a traceback."""
 
     def invoke(self, ctx: click.Context) -> object:
+        from mbeacon.beacon.errors import OperationError
         from mbeacon.beacon.ledger import LedgerUnavailable
 
         try:
             return super().invoke(ctx)
-        except LedgerUnavailable as error:
+        except (LedgerUnavailable, OperationError) as error:
             fail(str(error))

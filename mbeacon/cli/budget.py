@@ -22,20 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from mbeacon.cli._service import LedgerGroup, config_option, load_service_config, open_ledger
+from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_service_config, open_ledger
 from mbeacon.cli._ui import fail, progress
-
-
-def holder_name(name: str) -> str:
-    """A budget holder from the command line: a user name, ``group:NAME``, ``global`` or ``anonymous``."""
-    return name if ":" in name or name in ("global", "anonymous") else f"user:{name}"
-
-
-def _operator() -> str:
-    try:
-        return os.getlogin()
-    except OSError:
-        return os.environ.get("USER", "unknown")
 
 
 @click.group(cls=LedgerGroup)
@@ -49,11 +37,14 @@ def budget() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> None:
     """Budgets of HOLDER (a user name, group:NAME, global or anonymous), or of everyone."""
+    from mbeacon.beacon.holders import Holder
+
+    wanted = str(Holder.from_command_line(holder)) if holder else None
     ledger = open_ledger(load_service_config(config_path))
-    accounts = ledger.accounts_and_answers(holder_name(holder) if holder else None)
+    accounts = ledger.accounts_and_answers(wanted)
     rows = [
         {"holder": a.principal, "dataset": a.dataset, "queries": queries, **a.budget(),
-         "parameters": a.params.public(), "opened": a.created}
+         "parameters": a.params.to_json(), "opened": a.created}
         for a, queries in accounts
     ]  # fmt: skip
     if as_json:
@@ -87,27 +78,20 @@ def budget_set(
 
     An account already open keeps the parameters it was promised until `budget reset`.
     """
-    from pydantic import ValidationError
+    from mbeacon.beacon import operations
+    from mbeacon.beacon.holders import Holder
 
-    from mbeacon.beacon.budget import AccountParams
-    from mbeacon.beacon.config import DatasetPolicy
-
+    target = Holder.from_command_line(holder)
     config = load_service_config(config_path)
-    changes = {"epsilon": epsilon, "c": positives, "threshold": threshold, "variant": variant,
-               "count_epsilon": count_epsilon}  # fmt: skip
-    try:
-        policy = DatasetPolicy.model_validate(
-            {**config.policy(dataset).model_dump(), **{k: v for k, v in changes.items() if v is not None}}
-        )
-    except ValidationError as error:
-        fail(error.errors()[0]["msg"])
-    params = AccountParams.from_policy(policy)
-    ledger = open_ledger(config)
-    open_now = ledger.set_override(holder_name(holder), dataset, params, actor=f"cli:{_operator()}")
-    click.echo(json.dumps(params.public(), indent=2))
-    if open_now:
+    operations.check_dataset(dataset, _store_datasets(config))
+    change = {"epsilon": epsilon, "c": positives, "threshold": threshold, "variant": variant,
+              "count_epsilon": count_epsilon}  # fmt: skip
+    change = {key: value for key, value in change.items() if value is not None}
+    done = operations.override_budget(config, open_ledger(config), target, dataset, change, actor=cli_actor())
+    click.echo(json.dumps(done.params.to_json(), indent=2))
+    if done.account_open:
         click.echo(
-            f"{holder_name(holder)} has an open account on {dataset}: it keeps its promised parameters; "
+            f"{target} has an open account on {dataset}: it keeps its promised parameters; "
             f"the new ones apply after `mbeacon budget reset {holder} {dataset} --confirm`",
             err=True,
         )
@@ -125,11 +109,21 @@ def budget_reset(holder: str, dataset: str, config_path: Path | None, confirm: b
             "a reset gives a fresh privacy budget (the holder can learn up to twice as much); "
             "add --confirm to do it"
         )
-    ledger = open_ledger(load_service_config(config_path))
-    existed = ledger.reset_account(holder_name(holder), dataset, actor=f"cli:{_operator()}")
-    click.echo(
-        f"{'reset' if existed else 'no account to reset for'} {holder_name(holder)} on {dataset}", err=True
-    )
+    from mbeacon.beacon import operations
+    from mbeacon.beacon.holders import Holder
+
+    target = Holder.from_command_line(holder)
+    config = load_service_config(config_path)
+    operations.check_dataset(dataset, _store_datasets(config))
+    existed = operations.reset_budget(open_ledger(config), target, dataset, actor=cli_actor())
+    click.echo(f"{'reset' if existed else 'no account to reset for'} {target} on {dataset}", err=True)
+
+
+def _store_datasets(config) -> list[str]:
+    """The datasets of the configured store (an override or reset names one of them, as in the API)."""
+    from mbeacon.store.cohorts import CohortStore
+
+    return CohortStore(config.store).ids()
 
 
 # --- advise ---------------------------------------------------------------------------------------
@@ -316,7 +310,7 @@ def advise(
     out_dir = out_dir or Path("results") / "advice" / dataset
     out_dir.mkdir(parents=True, exist_ok=True)
     png = plot_frontier(advice, out_dir / "frontier.png")
-    payload = advice.as_json()
+    payload = advice.to_json()
     payload["frontier"] = str(png)
     (out_dir / "advice.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 

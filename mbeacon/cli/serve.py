@@ -17,6 +17,7 @@ def _validate_for_serving(config_path: Path | None) -> None:
     """Build the app once in the master: a bad config, store or ledger is one clear error."""
     from mbeacon.beacon.config import ConfigError
     from mbeacon.beacon.ledger import LedgerUnavailable
+    from mbeacon.store.errors import DataError
 
     try:
         from mbeacon.api import create_app
@@ -27,8 +28,8 @@ def _validate_for_serving(config_path: Path | None) -> None:
             ledger.db.ping()  # and writable: a read-only or full ledger could answer nothing
         finally:
             ledger.close()
-    except (ConfigError, LedgerUnavailable, RuntimeError, ValueError, OSError) as error:
-        fail(f"cannot serve: {error}")
+    except (ConfigError, LedgerUnavailable, DataError, RuntimeError, ValueError, OSError) as error:
+        fail(f"cannot serve: {error}")  # a DataError: a damaged cohort, an unknown or unchosen prior
 
 
 @click.command()
@@ -104,7 +105,7 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     absent, gives the user `demo` a fresh key, and serves on 127.0.0.1 with the SQLite ledger.
     """
     from mbeacon import server
-    from mbeacon.beacon.ledger import UserError
+    from mbeacon.beacon.errors import AlreadyExists
     from mbeacon.store.demo import ensure_demo
 
     server.prepare_metrics_dir()
@@ -121,7 +122,7 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     ledger = open_ledger(config)
     try:
         key = ledger.add_user("demo", tier="REGISTERED", actor="mbeacon demo")
-    except UserError:
+    except AlreadyExists:
         key = ledger.rotate_key("demo", actor="mbeacon demo")
     ledger.close()
     _validate_for_serving(config_path)

@@ -13,8 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mbeacon.beacon.config import TIERS
-from mbeacon.cli._service import LedgerGroup, config_option, load_service_config, open_ledger
-from mbeacon.cli._ui import fail
+from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_service_config, open_ledger
 
 
 @click.group(cls=LedgerGroup)
@@ -30,16 +29,17 @@ def users() -> None:
 @click.option("--admin", is_flag=True, help="An admin key: admin API and metrics only, no data queries.")
 def users_add(name: str, config_path: Path | None, tier: str, group: str | None, admin: bool) -> None:
     """Create user NAME and print their key (shown once; only a salted hash is stored)."""
-    from mbeacon.beacon.ledger import UserError
+    from mbeacon.beacon import operations
 
+    new = operations.validated_user(
+        name=name, tier=tier, group=group, role="admin" if admin else "researcher"
+    )
     ledger = open_ledger(load_service_config(config_path))
-    try:
-        key = ledger.add_user(name, tier=tier, group=group, role="admin" if admin else "researcher")
-    except UserError as error:
-        fail(str(error))
+    key = operations.add_user(ledger, new, actor=cli_actor())
     click.echo(key)
     click.echo(
-        f"user {name!r} created ({'admin' if admin else tier}); the key above is shown only once", err=True
+        f"user {new.name!r} created ({'admin' if admin else tier}); the key above is shown only once",
+        err=True,
     )
 
 
@@ -48,13 +48,10 @@ def users_add(name: str, config_path: Path | None, tier: str, group: str | None,
 @config_option
 def users_rotate(name: str, config_path: Path | None) -> None:
     """Give NAME a new key (the old one stops working at once); budgets are kept."""
-    from mbeacon.beacon.ledger import UserError
+    from mbeacon.beacon import operations
 
     ledger = open_ledger(load_service_config(config_path))
-    try:
-        click.echo(ledger.rotate_key(name))
-    except UserError as error:
-        fail(str(error))
+    click.echo(operations.rotate_key(ledger, name, actor=cli_actor()))
 
 
 @users.command("revoke")
@@ -62,14 +59,12 @@ def users_rotate(name: str, config_path: Path | None) -> None:
 @config_option
 def users_revoke(name: str, config_path: Path | None) -> None:
     """Revoke NAME's key (their budget record stays in the ledger)."""
-    from mbeacon.beacon.ledger import UserError
+    from mbeacon.beacon import operations
+    from mbeacon.beacon.holders import canonical_name
 
     ledger = open_ledger(load_service_config(config_path))
-    try:
-        ledger.revoke_user(name)
-    except UserError as error:
-        fail(str(error))
-    click.echo(f"user {name!r} revoked", err=True)
+    operations.revoke_user(ledger, name, actor=cli_actor())
+    click.echo(f"user {canonical_name(name)!r} revoked", err=True)
 
 
 @users.command("list")
@@ -79,7 +74,7 @@ def users_list(config_path: Path | None, as_json: bool) -> None:
     """List users (never keys)."""
     found = open_ledger(load_service_config(config_path)).users()
     if as_json:
-        click.echo(json.dumps([u.public() for u in found], indent=2))
+        click.echo(json.dumps([u.to_json() for u in found], indent=2))
         return
     table = Table("name", "role", "tier", "group", "created", "revoked")
     for u in found:

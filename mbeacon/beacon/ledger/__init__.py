@@ -1,6 +1,5 @@
 """The privacy ledger (budgets, SVT² state, answer cache, audit log) on SQLite or PostgreSQL."""
 
-from mbeacon.beacon.errors import OperationError as UserError  # until the CLI uses operations
 from mbeacon.beacon.ledger.database import Database, LedgerUnavailable, connect
 from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger, User
 
@@ -11,6 +10,5 @@ __all__ = [
     "Ledger",
     "LedgerUnavailable",
     "User",
-    "UserError",
     "connect",
 ]
