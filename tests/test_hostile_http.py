@@ -416,11 +416,11 @@ def test_hostile_admin_request_is_refused_clearly_and_changes_nothing(
     served, method, path, request_args, status, message
 ) -> None:
     app, _, admin = served
-    users = [u.public() for u in app.config["MBEACON"].ledger.users()]
+    users = [u.to_json() for u in app.config["MBEACON"].ledger.users()]
     refused(
         app, lambda c: c.open(path, method=method, headers=bearer(admin), **request_args), status, message
     )
-    assert [u.public() for u in app.config["MBEACON"].ledger.users()] == users
+    assert [u.to_json() for u in app.config["MBEACON"].ledger.users()] == users
 
 
 @pytest.mark.parametrize("path", ["/api/admin/users", f"/api/admin/budget/user:alice/{DEMO}/reset"])

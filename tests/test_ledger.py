@@ -168,7 +168,7 @@ def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
                 tx.execute(
                     "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created,"
                     " updated) VALUES (?, 'demo', ?, 1.5, -2.25, 2, 2, '2026-01-01', '2026-01-02')",
-                    (holder, PARAMS.to_json()),
+                    (holder, PARAMS.to_storage()),
                 )
                 v1.store_answers(tx, holder, "demo", [("k1", CachedAnswer(True, "data", None)),
                                                       ("k2", CachedAnswer(False, "prior", 3))])  # fmt: skip
@@ -396,9 +396,9 @@ def test_rows_of_one_transaction_carry_one_time(ledger: Ledger) -> None:
 
 
 def test_account_parameters_parse_to_equal_shared_instances() -> None:
-    text = PARAMS.to_json()
-    assert AccountParams.from_json(text) == PARAMS
-    assert AccountParams.from_json(text) is AccountParams.from_json(text)  # frozen, so sharing is safe
+    text = PARAMS.to_storage()
+    assert AccountParams.from_storage(text) == PARAMS
+    assert AccountParams.from_storage(text) is AccountParams.from_storage(text)  # frozen, so sharing is safe
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -62,7 +62,7 @@ def _actor() -> str:
 @bp.get("/users")
 def users():
     require_admin()
-    return informational({"users": [u.public() for u in runtime().ledger.users()]})
+    return informational({"users": [u.to_json() for u in runtime().ledger.users()]})
 
 
 @bp.post("/users")
@@ -70,7 +70,7 @@ def add_user():
     actor = _actor()
     new = _body(NewUser)
     key = operations.add_user(runtime().ledger, new, actor=actor)
-    return informational({"user": runtime().ledger.user(new.name).public(), "key": key}, status=201)
+    return informational({"user": runtime().ledger.user(new.name).to_json(), "key": key}, status=201)
 
 
 @bp.post("/users/<name>/revoke")
@@ -78,12 +78,13 @@ def revoke_user(name: str):
     actor = _actor()
     name = _check_name(name)
     operations.revoke_user(runtime().ledger, name, actor=actor)
-    return informational({"user": runtime().ledger.user(name).public()})
+    return informational({"user": runtime().ledger.user(name).to_json()})
 
 
 def _account_view(account, queries: int) -> dict:
     return {"budgetHolder": account.principal, "dataset": account.dataset, "queries": queries,
-            "opened": account.created, **account.budget(), "parameters": account.params.public()}  # fmt: skip
+            "opened": account.created, **account.budget(),
+            "parameters": account.params.to_json()}  # fmt: skip
 
 
 @bp.get("/budget")
@@ -113,7 +114,7 @@ def set_budget(holder: str, dataset: str):
         {
             "budgetHolder": str(done.holder),
             "dataset": dataset,
-            "parameters": done.params.public(),
+            "parameters": done.params.to_json(),
             "appliesFrom": AFTER_RESET if done.account_open else NEXT_QUERY,
         }
     )

@@ -167,7 +167,7 @@ def dataset_policy_public(dataset: str) -> dict:
     """The published protection of a dataset: parameters, never the noisy thresholds."""
     policy = runtime().config.policy(dataset)
     return {
-        **AccountParams.from_policy(policy).public(),
+        **AccountParams.from_policy(policy).to_json(),
         "scope": policy.scope,
         "onExhausted": policy.on_exhausted,
         "tier": policy.tier,

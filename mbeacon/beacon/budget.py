@@ -54,16 +54,18 @@ class AccountParams:
             float(self.threshold), self.epsilon1, self.epsilon2, self.c, redraw=self.variant == "redraw"
         )
 
-    def to_json(self) -> str:
+    def to_storage(self) -> str:
+        """The parameters as the ledger stores them (JSON text, keys sorted, so equal parameters
+        are equal texts)."""
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> AccountParams:
+    def from_storage(cls, text: str) -> AccountParams:
         """Parsed once per distinct text: every request reads its account's parameters back, and
         accounts share a handful of policies (the instances are frozen, so sharing them is safe)."""
-        return _params_from_json(text)
+        return _params_from_storage(text)
 
-    def public(self) -> dict:
+    def to_json(self) -> dict:
         """The parameters in the API's spelling (camelCase, as everywhere in the Beacon API)."""
         return {
             "mechanism": self.mechanism,
@@ -117,7 +119,7 @@ class Account:
 
 
 @functools.lru_cache(maxsize=256)
-def _params_from_json(text: str) -> AccountParams:
+def _params_from_storage(text: str) -> AccountParams:
     return AccountParams(**json.loads(text))
 
 

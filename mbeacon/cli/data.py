@@ -100,7 +100,7 @@ def ingest(
             on_rows=lambda n: bar.advance(task, n),
         )
     if as_json:
-        click.echo(json.dumps(info.as_json(), indent=2))
+        click.echo(json.dumps(info.to_json(), indent=2))
         return
     click.echo(
         f"ingested {info.id!r} ({info.source_format}): {info.patients:,} patients x {info.probes:,} probes, "
@@ -124,7 +124,7 @@ def datasets(ctx: click.Context, store: Path, as_json: bool) -> None:
         return
     infos = CohortStore(store).list()
     if as_json:
-        click.echo(json.dumps([i.as_json() for i in infos], indent=2))
+        click.echo(json.dumps([i.to_json() for i in infos], indent=2))
         return
     table = Table(title=f"datasets in {store}")
     for col in ("id", "name", "patients", "probes", "missing", "tissue", "disease", "created"):

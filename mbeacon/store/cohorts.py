@@ -69,7 +69,7 @@ class DatasetInfo:
     checksum: str = ""
     has_positions: bool = False
 
-    def as_json(self) -> dict:
+    def to_json(self) -> dict:
         return asdict(self)
 
 

@@ -96,7 +96,3 @@ class Advice:
             "warnings": self.warnings,
             "seconds": round(self.seconds, 1),
         }
-
-    def as_json(self) -> dict[str, Any]:
-        """:meth:`to_json` under the name the ``budget advise`` command calls (until it calls ``to_json``)."""
-        return self.to_json()

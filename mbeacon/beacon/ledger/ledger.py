@@ -43,7 +43,8 @@ class User:
     created: str
     revoked: str | None
 
-    def public(self) -> dict:
+    def to_json(self) -> dict:
+        """The user as the admin API and ``mbeacon users list --json`` show it (never the key)."""
         return {
             "name": self.name,
             "role": self.role,
@@ -81,7 +82,9 @@ _KEYS_PER_LOOKUP = 500  # query keys per cache lookup statement (bound parameter
 
 def _account(row: tuple) -> Account:
     principal, dataset, params, z1, z2, positives, created = row
-    return Account(principal, dataset, AccountParams.from_json(params), SVT2State(z1, z2, positives), created)
+    return Account(
+        principal, dataset, AccountParams.from_storage(params), SVT2State(z1, z2, positives), created
+    )
 
 
 class Ledger:
@@ -238,7 +241,7 @@ class Ledger:
         tx.execute(
             "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, created, updated)"
             " VALUES (?, ?, ?, ?, ?, 0, ?, ?) ON CONFLICT (principal, dataset) DO NOTHING",
-            (principal, dataset, params.to_json(), state.z1, state.z2, at, at),
+            (principal, dataset, params.to_storage(), state.z1, state.z2, at, at),
         )
         account = self._read_account(tx, principal, dataset, lock=True)
         assert account is not None
@@ -308,7 +311,7 @@ class Ledger:
             "SELECT params FROM budget_overrides WHERE principal = ? AND dataset = ?", (principal, dataset)
         )
         row = tx.fetchone()
-        return AccountParams.from_json(row[0]) if row else None
+        return AccountParams.from_storage(row[0]) if row else None
 
     def set_override(self, principal: str, dataset: str, params: AccountParams, *, actor: str) -> bool:
         """Parameters for this holder's next account on ``dataset``; True if an account is open now."""
@@ -319,10 +322,10 @@ class Ledger:
             tx.execute(
                 "INSERT INTO budget_overrides (principal, dataset, params, set_by, time)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (principal, dataset, params.to_json(), actor, now()),
+                (principal, dataset, params.to_storage(), actor, now()),
             )
             self.append_audit(
-                tx, [AuditRow("budget_set", actor, principal, dataset, detail=params.to_json())]
+                tx, [AuditRow("budget_set", actor, principal, dataset, detail=params.to_storage())]
             )
             return self._read_account(tx, principal, dataset, lock=False) is not None
 
