@@ -132,12 +132,52 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
 def _docs_paths(rate: dict) -> dict:
     document = ok("The OpenAPI document.", {"type": "object"})
     page = ok("An HTML page.", {"type": "string"}, media="text/html")
-    guide = "A short guide for researchers, with a query form"
+    guide = "The researcher page: ask questions, see the prior, the answer, its source and the budget"
+    dataset = query("datasetId", {"type": "string"}, "A dataset the caller may query (see /datasets).")
+    no_key = errors({401: "The Authorization header is malformed or the key is invalid or revoked."})
+    refused = errors({400: "A parameter is missing, malformed or unknown; `errorMessage` names it.",
+                      403: "The dataset does not exist or is not available to the caller."})  # fmt: skip
+    curve = {"type": "object", "required": ["datasetId", "probeId", "edges", "probabilities", "range"]}
+    prior = operation(
+        "getPriorCurve",
+        "docs",
+        "The public prior of one probe (binned on [0, 1]) and its probability of [minValue, maxValue]",
+        {"200": ok("The prior's bins and range; no cohort data.", curve), **refused, **no_key, **rate},
+        description="What the dataset's SVT² compares the data with: public, free, no budget spent. A probe "
+        "the prior lacks is answered by the uniform prior (`model: uniform`).",
+        security=[{}, *BEARER],
+        parameters=[
+            dataset,
+            query("probeId", {"type": "string"}, "A probe of the dataset."),
+            query("minValue", {"type": "number", "minimum": 0, "maximum": 1}, "Lower bound (default 0)."),
+            query("maxValue", {"type": "number", "minimum": 0, "maximum": 1}, "Upper bound (default 1)."),
+        ],
+    )
+    probes = operation(
+        "getProbeSuggestions",
+        "docs",
+        "Probe ids of a dataset starting with a prefix (the probe list is public)",
+        {"200": ok("Up to 20 probe ids, sorted.", {"type": "object"}), **refused, **no_key, **rate},
+        security=[{}, *BEARER],
+        parameters=[dataset, query("prefix", {"type": "string"}, "The start of the probe ids.")],
+    )
+    asset = path("asset", "`swagger-ui.css`, `swagger-ui-bundle.js` or `reference.js`.")
+    files = {"200": ok("The file.", {"type": "string"}, media="text/plain"), **errors({404: None}), **rate}
     return {
         "/openapi.json": {
             "get": operation("getOpenApi", "docs", "This OpenAPI 3.1 document", {"200": document, **rate})
         },
         "/docs": {"get": operation("getDocs", "docs", guide, {"200": page, **rate})},
+        "/prior": {"get": prior},
+        "/prior/probes": {"get": probes},
+        "/reference": {
+            "get": operation("getReference", "docs", "This document in Swagger UI", {"200": page, **rate})
+        },
+        "/reference/{asset}": {
+            "get": operation(
+                "getReferenceAsset", "docs", "A file of the API reference page", files, parameters=[asset]
+            )
+        },
     }
 
 
@@ -245,7 +285,7 @@ Outside `/api`, at the server root: `GET /livez` (liveness, `{{"status": "ok"}}`
 _TAGS = {
     "framework": "Beacon v2 framework endpoints (informational).",
     "methylation": "Methylation queries and the caller's budget.",
-    "docs": "This document and the researcher guide.",
+    "docs": "This document, the researcher page (with the public prior of a probe) and the API reference.",
     "admin": "Users, budgets and the audit log (admin keys only).",
 }
 
