@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, g, request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from mbeacon.api import admin, docs, framework, logs, methylation, metrics, ops, responses
 from mbeacon.api.auth import AuthError, authenticated_user
+from mbeacon.api.bodies import MALFORMED_CHUNKED
 from mbeacon.api.jsonprovider import OrjsonProvider
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
@@ -161,6 +163,12 @@ def _install_error_handlers(app: Flask) -> None:
     @app.errorhandler(OperationError)
     def operation_error(error: OperationError):
         return responses.error(OPERATION_STATUS.get(type(error), 400), str(error))
+
+    @app.errorhandler(ParseException)
+    def malformed_body(error: ParseException):
+        # gunicorn parses a chunked body only as the app reads it: broken framing is the client's
+        # fault wherever it is read (bodies.read_json_body words it the same way)
+        return responses.error(400, MALFORMED_CHUNKED)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
