@@ -20,6 +20,18 @@ from rich.progress import Progress, ProgressColumn
 from mbeacon.store.errors import DataError
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A float option in a range that is also finite: click's range lets ``nan`` through (every
+    comparison with it is false) and ``inf`` past an open-ended bound, and no parameter of ours means
+    either."""
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr and exit with ``code``."""
     click.echo(f"error: {message}", err=True)

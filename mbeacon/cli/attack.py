@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.table import Table
 
 from mbeacon.attack.planning import STRATEGIES
-from mbeacon.cli._ui import progress
+from mbeacon.cli._ui import FiniteFloatRange, progress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -234,21 +234,21 @@ def _answers_line(result: LiveResult) -> str:
 )
 @click.option(
     "--noise-sd",
-    type=click.FloatRange(min=0.0, max=1.0),
+    type=FiniteFloatRange(min=0.0, max=1.0),
     default=0.02,
     show_default=True,
     help="sd of the attacker's measurement noise (sets the width of each range).",
 )
 @click.option(
     "--z",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, min_open=True),
     default=2.0,
     show_default=True,
     help="Half-width of each range in noise sds.",
 )
 @click.option(
     "--missing",
-    type=click.FloatRange(min=0.0, max=1.0),
+    type=FiniteFloatRange(min=0.0, max=1.0),
     default=0.005,
     show_default=True,
     help="The attacker's guess of the share of missing values in the cohort.",
@@ -287,7 +287,7 @@ def _answers_line(result: LiveResult) -> str:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     default=60.0,
     show_default=True,
     help="Seconds per HTTP request.",

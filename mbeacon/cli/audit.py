@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import finite, progress
+from mbeacon.cli._ui import FiniteFloatRange, finite, progress
 
 
 @click.command()
@@ -30,7 +30,7 @@ from mbeacon.cli._ui import finite, progress
 )
 @click.option(
     "--epsilon",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, min_open=True),
     default=0.5,
     show_default=True,
     help="The claimed epsilon every mechanism is configured for.",
@@ -43,7 +43,7 @@ from mbeacon.cli._ui import finite, progress
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0.5, 0.9999),
+    type=FiniteFloatRange(0.5, 0.9999),
     default=0.95,
     show_default=True,
     help="Confidence level of the empirical epsilon lower bound.",

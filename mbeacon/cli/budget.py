@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.table import Table
 
 from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_service_config, open_ledger
-from mbeacon.cli._ui import fail, progress
+from mbeacon.cli._ui import FiniteFloatRange, fail, progress
 
 
 @click.group(cls=LedgerGroup)
@@ -65,11 +65,11 @@ def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> 
 @click.argument("holder")
 @click.argument("dataset")
 @config_option
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None)
 @click.option("--c", "positives", type=click.IntRange(min=1), default=None, help="Positives per budget.")
 @click.option("--threshold", type=click.IntRange(min=1), default=None, help="T, the minimum count for yes.")
 @click.option("--variant", type=click.Choice(["single", "redraw"]), default=None)
-@click.option("--count-epsilon", type=click.FloatRange(min=0), default=None)
+@click.option("--count-epsilon", type=FiniteFloatRange(min=0), default=None)
 def budget_set(
     holder: str, dataset: str, config_path: Path | None, epsilon: float | None, positives: int | None,
     threshold: int | None, variant: str | None, count_epsilon: float | None,
@@ -223,7 +223,7 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
 )
 @click.option(
     "--target-auc",
-    type=click.FloatRange(0.5, 1.0, min_open=True),
+    type=FiniteFloatRange(0.5, 1.0, min_open=True),
     default=0.6,
     show_default=True,
     help="The attack AUC (plus its sd) the setting must stay under.",
@@ -251,7 +251,7 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
 )
 @click.option(
     "--dmp-fraction",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=None,
     help="Share of probes where the synthetic disease differs from the prior (a sensitivity check: "
     "the real cohort's DMPs are unknown). [default: 0.02, as the simulation]",

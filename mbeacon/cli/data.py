@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import progress, reports_data_errors
+from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
 
 FORMATS = ("auto", "geo", "matrix", "gdc")
 
@@ -44,7 +44,7 @@ FORMATS = ("auto", "geo", "matrix", "gdc")
 @click.option("--assembly", default="", help="Genome assembly of the manifest positions, e.g. GRCh37.")
 @click.option(
     "--pval-cut",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     default=None,
     help="Mask beta values whose detection p-value is above this cut (matrix format).",
 )

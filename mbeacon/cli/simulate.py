@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import progress, reports_data_errors
+from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
 from mbeacon.store import simulate as sim
 
 _DEFAULTS = sim.SimulationConfig()
@@ -68,28 +68,28 @@ def _size(n_bytes: int) -> str:
 )
 @click.option(
     "--dmp-fraction",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=_DEFAULTS.dmp_fraction,
     show_default=True,
     help="Fraction of probes whose disease mean differs (|delta| in [0.1, 0.3]).",
 )
 @click.option(
     "--noise",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=_DEFAULTS.noise,
     show_default=True,
     help="sd of the measurement noise of the re-measured profiles.",
 )
 @click.option(
     "--missing",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
+    type=FiniteFloatRange(0.0, 1.0, max_open=True),
     default=_DEFAULTS.missing,
     show_default=True,
     help="Fraction of missing values in the measured files.",
 )
 @click.option(
     "--neighbour-correlation",
-    type=click.FloatRange(0.0, sim.MAX_NEIGHBOUR_CORRELATION),
+    type=FiniteFloatRange(0.0, sim.MAX_NEIGHBOUR_CORRELATION),
     default=_DEFAULTS.neighbour_correlation,
     show_default=True,
     help="Latent correlation of neighbouring probes (co-methylation; see docs/simulation.md).",
