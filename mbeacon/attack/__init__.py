@@ -1,7 +1,7 @@
 """The membership-inference attack, the defences it is measured against, and its metrics.
 
-Names load on first use (PEP 562): the ``mbeacon`` command imports this package to register its
-subcommands, and scipy's import alone would add seconds to every ``mbeacon --help``.
+Names load on first use (PEP 562), so that importing one module of the package does not pay for the
+others' imports (scipy's among them).
 """
 
 from __future__ import annotations

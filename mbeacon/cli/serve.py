@@ -43,7 +43,7 @@ def _validate_for_serving(config_path: Path | None) -> None:
     type=click.IntRange(min=1),
     default=2,
     show_default=True,
-    help="Threads per worker (2 measured best on 2 cores; 1 lets a silent client stall a worker).",
+    help="Threads per worker (1 lets a silent client stall a worker; more compete for the GIL).",
 )
 def serve(config_path: Path | None, bind: str | None, workers: int | None, threads: int) -> None:
     """Serve the beacon under gunicorn (the master runs in this process; stop with Ctrl-C/SIGTERM)."""

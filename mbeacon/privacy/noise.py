@@ -140,7 +140,7 @@ def discrete_laplace(
     words = source.words(math.prod(shape))
     negative = (words & np.uint64(1)) == 0
     # The scalar path's arithmetic, step by step in place: each temporary of a large draw is a fresh
-    # mapping whose page faults cost more than the arithmetic (2x measured at 10 M samples).
+    # mapping whose page faults cost more than the arithmetic itself.
     w = (words >> np.uint64(11)).astype(np.float64)
     w += 1.0
     w *= _INV_2_53
