@@ -18,17 +18,35 @@ directory must be set before anything imports the app.
 * **Worker ready** (``post_worker_init``): what start-up built is frozen out of the garbage
   collector's full collections.
 * **Exit** (``child_exit``): a dead worker's metric files are marked so gauges stay correct.
+
+The workers are :class:`BeaconWorker`, gunicorn's threaded worker with one change: a request that
+gunicorn refuses before the app sees it (a request line or headers over the limits, a malformed
+request line or header) is answered with the Beacon error body, as JSON, instead of gunicorn's HTML
+page, so that a client parses every refusal the same way; and a keep-alive connection whose unread
+body turns out malformed after the app has answered is closed, not answered a second time.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import ssl
 import tempfile
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from gunicorn import util
+from gunicorn.http import errors
+from gunicorn.workers.gthread import ThreadWorker
+
 METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+WORKER_CLASS = "mbeacon.server.BeaconWorker"
+#: The message of a request the server failed on (the same words as the app's own 500).
+INTERNAL_ERROR = "internal error; the request was not answered"
+
+log = logging.getLogger("mbeacon.server")
 
 
 def prepare_metrics_dir() -> str:
@@ -78,6 +96,103 @@ def child_exit(server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
+def refusal(exc: BaseException, cfg: Any) -> tuple[int, str] | None:
+    """The status and message for a request gunicorn could not parse, or None if it is not the
+    client's fault.
+
+    The statuses are gunicorn's own. The messages are ours, never gunicorn's text: that quotes what
+    it could not parse (a request line, a header line), which may hold an API key.
+    """
+    from mbeacon.api.bodies import MALFORMED_CHUNKED
+
+    if isinstance(exc, errors.InvalidResponseHeader | errors.InvalidResponseHeaderName):
+        return None  # the app's response, not the client's request
+    if isinstance(exc, errors.LimitRequestLine):
+        return 414, f"request line is longer than {cfg.limit_request_line} bytes (shorten the query string)"
+    if isinstance(exc, errors.LimitRequestHeaders):
+        if exc.msg == "limit request headers fields":
+            return 431, f"too many header fields (at most {cfg.limit_request_fields})"
+        return 431, f"a header field is longer than {cfg.limit_request_field_size} bytes"
+    if isinstance(exc, errors.InvalidRequestLine | errors.InvalidRequestMethod | errors.InvalidHTTPVersion):
+        return 400, "malformed request line: expected 'METHOD /path HTTP/1.1', lines ending in CRLF"
+    if isinstance(exc, errors.InvalidHeader | errors.InvalidHeaderName | errors.ObsoleteFolding):
+        return 400, "malformed header field: expected 'Name: value', lines ending in CRLF"
+    chunked = (errors.InvalidChunkSize, errors.ChunkMissingTerminator, errors.InvalidChunkExtension)
+    if isinstance(exc, chunked):  # found while draining a body the app did not read
+        return 400, MALFORMED_CHUNKED
+    if isinstance(exc, errors.UnsupportedTransferCoding):
+        return 501, "unsupported Transfer-Encoding (send the body with Content-Length or chunked)"
+    if isinstance(exc, errors.ExpectationFailed):
+        return 417, "unsupported Expect header (only 100-continue is)"
+    if isinstance(exc, errors.ForbiddenProxyRequest):
+        return 403, "request forbidden"
+    if isinstance(exc, ssl.SSLError):
+        return 403, "TLS error"
+    if isinstance(exc, errors.ConfigurationProblem):
+        return None
+    if isinstance(exc, errors.ParseException):
+        return 400, "malformed request"
+    return None
+
+
+def error_page(app: Any, status: int, message: str) -> bytes:
+    """A whole HTTP response holding the Beacon error body, as the app's ``responses.error`` builds
+    it (the app gives the beacon id and the JSON encoder). The connection is closed after it: where
+    the next request would start on it is unknown."""
+    from mbeacon.api import responses
+
+    with app.app_context():
+        response = responses.error(status, message)
+    body = response.get_data()
+    head = (
+        f"HTTP/1.1 {response.status}\r\nConnection: close\r\nContent-Type: {response.content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+class BeaconWorker(ThreadWorker):
+    """gunicorn's threaded worker, answering the requests it refuses itself with the Beacon error
+    body instead of an HTML page (see the module docstring)."""
+
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        keepalive = super().handle_request(req, conn)
+        req.mbeacon_answered = True  # see handle_error
+        return keepalive
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        answer = refusal(exc, self.cfg)
+        if getattr(req, "mbeacon_answered", False):
+            # The app has answered; what failed is reading the rest of a body it did not read (to
+            # keep the connection alive). A second response on the connection would be taken as
+            # the answer to the client's next request: the connection just closes.
+            log.warning("body left unread was malformed; connection closed",
+                        extra={"status": answer[0] if answer else 500})  # fmt: skip
+            return
+        if answer is None:
+            # gunicorn's own path logs the traceback; only its page is replaced
+            self.log.exception("Error handling request")
+            status, message = 500, INTERNAL_ERROR
+        else:
+            status, message = answer
+            # not str(exc): gunicorn's text quotes the unparsed line, which may hold a key
+            client_ip = addr[0] if isinstance(addr, tuple) and addr else ""
+            log.warning("request refused by the server",
+                        extra={"status": status, "error": message, "client": client_ip})  # fmt: skip
+        try:
+            page = error_page(self.wsgi, status, message)
+        except Exception:  # no app to word it (it failed to load): gunicorn's page, with our words
+            self.log.exception("cannot build the Beacon error body")
+            page = None
+        try:
+            if page is None:
+                util.write_error(client, status, HTTPStatus(status).phrase, message)
+            else:
+                util.write_nonblock(client, page)
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
+
 def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: int = 2) -> dict[str, Any]:
     """gunicorn settings (see the module docstring for why each hook exists)."""
     from gunicorn.config import Config
@@ -91,7 +206,7 @@ def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: 
         **extra,
         "bind": [bind],
         "workers": workers or default_workers(),
-        "worker_class": "gthread",
+        "worker_class": WORKER_CLASS,
         "threads": threads,
         "timeout": 30,
         "graceful_timeout": 30,
