@@ -217,6 +217,25 @@ def test_chunked_body_at_the_limit_is_read_whole(served: Served) -> None:
     assert over.status == 413
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(excess=st.integers(-3, 3), chunk=st.integers(1, 2 * LIMIT), path=st.sampled_from([RESEARCHER, ADMIN]))
+def test_the_limit_holds_exactly_whatever_the_chunking(served: Served, unchanged, excess: int, chunk: int,
+                                                       path: str) -> None:  # fmt: skip
+    """A chunked body is refused 413 exactly when it is longer than ``max_body_bytes``, wherever
+    the chunk boundaries fall; at or under the limit it is read whole (and refused as a request
+    that names nothing valid, so nothing is spent)."""
+    payload = b'{"name": 5, "query": 5}'
+    payload += b" " * (LIMIT + excess - len(payload))
+    reply = Reply(
+        exchange(served.server.port, chunked_post(path, served.key_for(path), chunks(payload, chunk)))
+    )
+    if excess > 0:
+        assert_beacon_error(reply, 413, re.escape(too_large(LIMIT)), (served.key, served.admin))
+    else:
+        data = assert_beacon_error(reply, 400, ".", (served.key, served.admin))
+        assert "JSON" not in data["error"]["errorMessage"], "the body was cut"
+
+
 def test_unread_broken_body_closes_the_connection_after_one_answer(served: Served, unchanged) -> None:
     """A route that does not read the body answers; the broken rest, found while gunicorn drains it
     to keep the connection alive, must not add a second response that the client would take as the
