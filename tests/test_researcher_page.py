@@ -201,6 +201,7 @@ def test_reference_page_and_its_files(beacon):
         ("swagger-ui-bundle.js", "javascript"),
         ("swagger-ui.css", "css"),
         ("reference.js", "javascript"),
+        ("reference.css", "css"),
     ):
         asset = client.get(f"/api/reference/{name}", base_url=BASE)
         assert asset.status_code == 200 and kind in asset.mimetype and len(asset.data) > 100

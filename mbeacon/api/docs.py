@@ -41,8 +41,8 @@ PRIOR_BINS = 50
 SUGGESTIONS = 20
 #: The Swagger UI files the reference page loads (nothing else of the package is served).
 SWAGGER_ASSETS = {"swagger-ui.css": "text/css", "swagger-ui-bundle.js": "text/javascript"}
-#: The reference page's own start-up script (from ``static/``).
-REFERENCE_SCRIPT = "reference.js"
+#: The reference page's own files (from ``static/``): its start-up script and its header's style.
+REFERENCE_FILES = {"reference.js": "text/javascript", "reference.css": "text/css"}
 
 _PROBE = re.compile(PROBE_PATTERN)
 _DATASET = re.compile(DATASET_PATTERN)
@@ -113,9 +113,9 @@ def _swagger_dir() -> Path:
 
 @bp.get("/reference/<asset>")
 def reference_asset(asset: str):
-    """One file of the reference page: an allow-listed Swagger UI file or the page's start-up script."""
-    if asset == REFERENCE_SCRIPT:
-        path, mimetype = STATIC / REFERENCE_SCRIPT, "text/javascript"
+    """One file of the reference page: an allow-listed Swagger UI file or one of the page's own."""
+    if asset in REFERENCE_FILES:
+        path, mimetype = STATIC / asset, REFERENCE_FILES[asset]
     elif asset in SWAGGER_ASSETS:
         try:
             path, mimetype = _swagger_dir() / asset, SWAGGER_ASSETS[asset]

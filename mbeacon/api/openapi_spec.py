@@ -161,7 +161,7 @@ def _docs_paths(rate: dict) -> dict:
         security=[{}, *BEARER],
         parameters=[dataset, query("prefix", {"type": "string"}, "The start of the probe ids.")],
     )
-    asset = path("asset", "`swagger-ui.css`, `swagger-ui-bundle.js` or `reference.js`.")
+    asset = path("asset", "`swagger-ui.css`, `swagger-ui-bundle.js`, `reference.js` or `reference.css`.")
     files = {"200": ok("The file.", {"type": "string"}, media="text/plain"), **errors({404: None}), **rate}
     return {
         "/openapi.json": {

@@ -11,6 +11,7 @@
   var curve = null;       // the last /prior answer drawn
   var lastAnswer = null;  // {dataset, probe, lo, hi, exists, from} of the last answer, marked on the curve
   var asked = 0;
+  var curveSeq = 0;       // only the newest /prior request may draw (answers can arrive out of order)
   var timers = {};
 
   function debounce(name, wait, fn) {
@@ -43,6 +44,7 @@
   }
 
   function fmt(x, digits) { return Number(x).toFixed(digits === undefined ? 2 : digits); }
+  function short(x) { return String(Number(Number(x).toFixed(3))); }  // 51.17, 100: no trailing zeros
 
   // --- datasets and budget ------------------------------------------------------------------------
 
@@ -97,7 +99,7 @@
     em.max = b.epsilonTotal || 1; em.value = epsLeft;
     em.low = em.max * 0.2; em.optimum = em.max;
     el("positives-text").textContent = posLeft + " of " + b.positivesTotal;
-    el("epsilon-text").textContent = fmt(epsLeft, 3) + " of " + fmt(b.epsilonTotal, 3);
+    el("epsilon-text").textContent = short(epsLeft) + " of " + short(b.epsilonTotal);
   }
 
   function loadBudget() {
@@ -129,16 +131,24 @@
   }
 
   function loadCurve() {
+    clearTimeout(timers.curve);
     var dataset = el("dataset").value, probe = el("probe").value.trim();
     if (!dataset || !probe) return;
+    var seq = ++curveSeq;
     var params = {datasetId: dataset, probeId: probe};
     var b = bounds();
     if (b.loText !== "") params.minValue = b.loText;
     if (b.hiText !== "") params.maxValue = b.hiText;
     get("/prior", params).then(function (res) {
+      if (seq !== curveSeq) return;
       el("prior-probe").textContent = probe;
-      if (!res.ok) {  // a bad range keeps the probe's curve; another probe's curve must go
-        if (!curve || curve.datasetId !== dataset || curve.probeId !== probe) { curve = null; draw(); }
+      if (!res.ok) {  // a bad range keeps the probe's bars, without a range; another probe's curve goes
+        if (curve && curve.datasetId === dataset && curve.probeId === probe) {
+          curve.range = null;
+        } else {
+          curve = null;
+        }
+        draw();
         el("chart-caption").textContent = "No prior for this question: " + errorText(res);
         return;
       }
@@ -164,14 +174,17 @@
     var top = Math.max.apply(null, dens.concat([1])) * 1.08;
     var x = function (v) { return L + v * (W - L - R); };
     var y = function (v) { return H - B - (v / top) * (H - T - B); };
-    var lo = curve.range.minValue, hi = curve.range.maxValue;
-    var marked = lastAnswer && lastAnswer.dataset === curve.datasetId && lastAnswer.probe === curve.probeId &&
+    var range = curve.range;
+    var lo = range ? range.minValue : 0, hi = range ? range.maxValue : 0;
+    var marked = range && lastAnswer && lastAnswer.dataset === curve.datasetId && lastAnswer.probe === curve.probeId &&
       lastAnswer.lo === lo && lastAnswer.hi === hi ? lastAnswer : null;
     var state = marked ? (marked.exists ? "yes" : "no") : "asked";
-    svg.appendChild(node("rect", {"class": "band " + state, x: x(lo), y: T - 4,
-      width: Math.max(1.5, x(hi) - x(lo)), height: H - B - T + 4}));
+    if (range) {
+      svg.appendChild(node("rect", {"class": "band " + state, x: x(lo), y: T - 4,
+        width: Math.max(1.5, x(hi) - x(lo)), height: H - B - T + 4}));
+    }
     dens.forEach(function (d, i) {
-      var inside = edges[i + 1] > lo && edges[i] < hi;
+      var inside = range && edges[i + 1] > lo && edges[i] < hi;
       svg.appendChild(node("rect", {"class": "bar" + (inside ? " in" : ""), x: x(edges[i]) + 0.5, y: y(d),
         width: Math.max(0.5, x(edges[i + 1]) - x(edges[i]) - 1), height: H - B - y(d)}));
     });
@@ -184,6 +197,7 @@
       "methylation level (beta value)"));
     svg.appendChild(node("text", {"class": "tick", x: 12, y: (T + H - B) / 2, "text-anchor": "middle",
       transform: "rotate(-90 12 " + (T + H - B) / 2 + ")"}, "prior density"));
+    if (!range) return;
     var label = marked ? (marked.exists ? "\u2714 yes" : "\u2718 no") + " \u00b7 from the " + marked.from
       : "asked: " + fmt(lo) + "\u2013" + fmt(hi);
     var mid = Math.min(Math.max(x((lo + hi) / 2), L + 50), W - R - 50);
@@ -228,6 +242,7 @@
     var range = (b.loText || "0") + "\u2013" + (b.hiText || "1");
     el("ask").disabled = true;
     el("status").textContent = "asking\u2026";
+    loadCurve();  // the chart shows the question being asked, not one typed a moment ago
     asked += 1;
     var n = asked;
     get("/methylation", params).then(function (res) {
