@@ -134,7 +134,10 @@ def _docs_paths(rate: dict) -> dict:
     page = ok("An HTML page.", {"type": "string"}, media="text/html")
     guide = "The researcher page: ask questions, see the prior, the answer, its source and the budget"
     dataset = query("datasetId", {"type": "string"}, "A dataset the caller may query (see /datasets).")
-    no_key = errors({401: "The Authorization header is malformed or the key is invalid or revoked."})
+    no_key = errors(
+        {401: "The Authorization header is malformed or the key is invalid or revoked.",
+         503: "The privacy ledger is unavailable (only when a key is sent)."}
+    )  # fmt: skip
     refused = errors({400: "A parameter is missing, malformed or unknown; `errorMessage` names it.",
                       403: "The dataset does not exist or is not available to the caller."})  # fmt: skip
     curve = {"type": "object", "required": ["datasetId", "probeId", "edges", "probabilities", "range"]}
@@ -162,7 +165,9 @@ def _docs_paths(rate: dict) -> dict:
         parameters=[dataset, query("prefix", {"type": "string"}, "The start of the probe ids.")],
     )
     asset = path("asset", "`swagger-ui.css`, `swagger-ui-bundle.js`, `reference.js` or `reference.css`.")
-    files = {"200": ok("The file.", {"type": "string"}, media="text/plain"), **errors({404: None}), **rate}
+    file = ok("The file.", {"type": "string"}, media="text/javascript")
+    file["content"]["text/css"] = {"schema": {"type": "string"}}
+    files = {"200": file, **errors({404: None}), **rate}
     return {
         "/openapi.json": {
             "get": operation("getOpenApi", "docs", "This OpenAPI 3.1 document", {"200": document, **rate})
