@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic.fields import FieldInfo
 
-from mbeacon.beacon.budget import AccountParams
+from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
 from mbeacon.beacon.errors import InvalidRequest, UnknownTarget
 from mbeacon.beacon.holders import NAME_PATTERN, Holder, canonical_name
@@ -130,3 +130,20 @@ def reset_budget(ledger: Ledger, holder: Holder, dataset: str, *, actor: str) ->
     """Close the holder's account on ``dataset`` (the next query opens a fresh budget); audited.
     True if there was an account to close."""
     return ledger.reset_account(str(holder), dataset, actor=actor)
+
+
+def budget_accounts(ledger: Ledger, holder: Holder | None) -> list[tuple[Account, int]]:
+    """The budget accounts of ``holder`` (everyone's when None), each with its number of answers.
+
+    :class:`UnknownTarget` when the holder has no account and the ledger knows no such user (or no
+    user in such a group): an empty list then would read as "a user who has not asked yet", and a
+    mistyped name would go unnoticed.
+    """
+    found = ledger.accounts_and_answers(str(holder) if holder is not None else None)
+    if found or holder is None:
+        return found
+    if holder.kind == "user" and ledger.user(holder.name or "") is None:
+        raise UnknownTarget(f"no user {holder.name!r}")
+    if holder.kind == "group" and not any(user.group == holder.name for user in ledger.users()):
+        raise UnknownTarget(f"no group {holder.name!r} (no user belongs to it)")
+    return found

@@ -2,7 +2,11 @@
 
 Every command finds the ledger and store through the same configuration as the server
 (``--config FILE``, else ``$MBEACON_CONFIG``, then ``MBEACON_*``), so ``mbeacon users add`` on the
-host writes where the running beacon reads.
+host writes where the running beacon reads. The commands that use the ledger insist on being told
+which beacon: without ``--config``, ``$MBEACON_CONFIG`` or ``$MBEACON_DATABASE_URL`` they refuse, because
+the built-in default (``data/ledger.sqlite3`` under the working directory) is rarely the ledger the
+running beacon uses, and a key or budget written there would silently do nothing. A command that only
+reads never creates a ledger either.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from mbeacon.cli._extras import require_extra
 from mbeacon.cli._ui import fail
 
 if TYPE_CHECKING:
@@ -38,10 +43,62 @@ def load_service_config(config_path: Path | None) -> ServiceConfig:
         fail(str(error))
 
 
-def open_ledger(config: ServiceConfig) -> Ledger:
-    """The configured ledger, or a one-line error when it cannot be opened."""
+#: The environment variables that name a beacon's ledger for a command run without ``--config``.
+LEDGER_VARIABLES = ("MBEACON_CONFIG", "MBEACON_DATABASE_URL")
+#: The demo's configuration, relative to the working directory `mbeacon demo` ran in (its default).
+DEMO_CONFIG_FILE = Path("data/demo/mbeacon.toml")
+
+
+def load_ledger_config(config_path: Path | None) -> ServiceConfig:
+    """The configuration of the beacon whose ledger a command uses: ``--config``, else
+    ``$MBEACON_CONFIG``, else the ``MBEACON_*`` variables when they name a ledger
+    (``$MBEACON_DATABASE_URL``); a one-line error saying how to name it otherwise."""
+    if config_path is None and not any(os.environ.get(name) for name in LEDGER_VARIABLES):
+        hint = f" (the demo's: --config {DEMO_CONFIG_FILE})" if DEMO_CONFIG_FILE.is_file() else ""
+        fail(
+            "which beacon's ledger? pass --config FILE, the configuration the beacon runs with"
+            f"{hint}, or set MBEACON_CONFIG=FILE or MBEACON_DATABASE_URL=URL"
+        )
+    return load_service_config(config_path)
+
+
+def sqlite_path(database_url: str) -> Path | None:
+    """The file of a ``sqlite:///PATH`` ledger (relative to the working directory, as the server reads
+    it); None for any other database or an in-memory one."""
+    prefix = "sqlite:///"
+    if not database_url.startswith(prefix) or database_url[len(prefix) :] in ("", ":memory:"):
+        return None
+    return Path(database_url[len(prefix) :])
+
+
+def check_backends(config: ServiceConfig) -> None:
+    """A one-line error when the configuration names a backend whose extra is not installed: a
+    PostgreSQL ledger needs ``postgres``, a Redis rate limit ``redis``. The URLs are not printed: they
+    may hold a password."""
+    if config.database_url.partition(":")[0] in ("postgresql", "postgres"):
+        require_extra("a postgresql:// ledger (database_url)", "postgres")
+    if config.redis_url:
+        require_extra("a Redis rate limit (redis_url)", "redis")
+
+
+def check_ledger_exists(config: ServiceConfig) -> None:
+    """A one-line error when the configuration's SQLite ledger does not exist (yet)."""
+    path = sqlite_path(config.database_url)
+    if path is not None and not path.exists():
+        fail(
+            f"no ledger at {path}: the beacon creates it when it first starts "
+            "(is this the configuration the beacon runs with?)"
+        )
+
+
+def open_ledger(config: ServiceConfig, *, create: bool = True) -> Ledger:
+    """The configured ledger, or a one-line error when it cannot be opened. With ``create=False`` (a
+    command that only reads) a SQLite ledger that does not exist yet is an error, not a new file."""
     from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
 
+    check_backends(config)
+    if not create:
+        check_ledger_exists(config)
     try:
         return Ledger.open(config.database_url)
     except (LedgerUnavailable, ValueError) as error:

@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_service_config, open_ledger
+from mbeacon.cli._extras import needs_extra
+from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
 from mbeacon.cli._ui import FiniteFloatRange, fail, progress
 
 
@@ -37,11 +38,12 @@ def budget() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> None:
     """Budgets of HOLDER (a user name, group:NAME, global or anonymous), or of everyone."""
+    from mbeacon.beacon import operations
     from mbeacon.beacon.holders import Holder
 
-    wanted = str(Holder.from_command_line(holder)) if holder else None
-    ledger = open_ledger(load_service_config(config_path))
-    accounts = ledger.accounts_and_answers(wanted)
+    wanted = Holder.from_command_line(holder) if holder else None
+    ledger = open_ledger(load_ledger_config(config_path), create=False)
+    accounts = operations.budget_accounts(ledger, wanted)
     rows = [
         {"holder": a.principal, "dataset": a.dataset, "queries": queries, **a.budget(),
          "parameters": a.params.to_json(), "opened": a.created}
@@ -58,7 +60,8 @@ def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> 
                       r["parameters"]["variant"], r["opened"][:19])  # fmt: skip
     Console().print(table)
     if not rows:
-        click.echo("no budget accounts yet (an account opens with its holder's first query)", err=True)
+        whose = f"{wanted} has" if wanted else "the ledger has"
+        click.echo(f"{whose} no budget accounts yet (one opens with its holder's first query)", err=True)
 
 
 @budget.command("set")
@@ -82,7 +85,7 @@ def budget_set(
     from mbeacon.beacon.holders import Holder
 
     target = Holder.from_command_line(holder)
-    config = load_service_config(config_path)
+    config = load_ledger_config(config_path)
     operations.check_dataset(dataset, _store_datasets(config))
     change = {"epsilon": epsilon, "c": positives, "threshold": threshold, "variant": variant,
               "count_epsilon": count_epsilon}  # fmt: skip
@@ -113,17 +116,22 @@ def budget_reset(holder: str, dataset: str, config_path: Path | None, confirm: b
     from mbeacon.beacon.holders import Holder
 
     target = Holder.from_command_line(holder)
-    config = load_service_config(config_path)
+    config = load_ledger_config(config_path)
+    ledger = open_ledger(config, create=False)
     operations.check_dataset(dataset, _store_datasets(config))
-    existed = operations.reset_budget(open_ledger(config), target, dataset, actor=cli_actor())
+    existed = operations.reset_budget(ledger, target, dataset, actor=cli_actor())
     click.echo(f"{'reset' if existed else 'no account to reset for'} {target} on {dataset}", err=True)
 
 
 def _store_datasets(config) -> list[str]:
     """The datasets of the configured store (an override or reset names one of them, as in the API)."""
     from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.errors import DataError
 
-    return CohortStore(config.store).ids()
+    try:
+        return CohortStore(config.store).ids()
+    except DataError as error:  # a store that is not there: the configuration's mistake, one line
+        fail(str(error))
 
 
 # --- advise ---------------------------------------------------------------------------------------
@@ -264,6 +272,7 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes. [default: the CPUs]")
 @click.option("--json", "as_json", is_flag=True, help="Print the advice as JSON on stdout.")
+@needs_extra("attack")
 def advise(
     store: Path | None,
     dataset: str,

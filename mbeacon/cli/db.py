@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from mbeacon.cli._service import LedgerGroup, config_option, load_service_config
+from mbeacon.cli._service import (
+    LedgerGroup,
+    check_backends,
+    check_ledger_exists,
+    config_option,
+    load_ledger_config,
+)
 
 
 @click.group(cls=LedgerGroup)
@@ -20,8 +26,9 @@ def db_upgrade(config_path: Path | None) -> None:
     """Apply pending schema migrations (the server also does this at start-up)."""
     from mbeacon.beacon.ledger import connect, schema
 
-    database = connect(load_service_config(config_path).database_url)
-    applied = schema.upgrade(database)
+    config = load_ledger_config(config_path)
+    check_backends(config)
+    applied = schema.upgrade(connect(config.database_url))
     click.echo(f"applied migrations {applied}" if applied else f"schema is current (version {schema.LATEST})")
 
 
@@ -31,5 +38,8 @@ def db_status(config_path: Path | None) -> None:
     """Print the schema version of the ledger and of this MBeacon."""
     from mbeacon.beacon.ledger import connect, schema
 
-    database = connect(load_service_config(config_path).database_url)
-    click.echo(f"ledger schema version {schema.current_version(database)}; this MBeacon: {schema.LATEST}")
+    config = load_ledger_config(config_path)
+    check_backends(config)
+    check_ledger_exists(config)  # reading a schema version must not create a ledger
+    version = schema.current_version(connect(config.database_url))
+    click.echo(f"ledger schema version {version}; this MBeacon: {schema.LATEST}")

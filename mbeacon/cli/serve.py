@@ -9,17 +9,18 @@ from pathlib import Path
 
 import click
 
-from mbeacon.cli._service import config_option, load_service_config, open_ledger
+from mbeacon.cli._service import check_backends, config_option, load_service_config, open_ledger
 from mbeacon.cli._ui import fail
 
 
 def _validate_for_serving(config_path: Path | None) -> None:
     """Build the app once in the master: a bad config, store or ledger is one clear error."""
-    from mbeacon.beacon.config import ConfigError
+    from mbeacon.beacon.config import ConfigError, load_config
     from mbeacon.beacon.ledger import LedgerUnavailable
     from mbeacon.store.errors import DataError
 
     try:
+        check_backends(load_config(config_path))  # a PostgreSQL ledger or Redis without its extra
         from mbeacon.api import create_app
 
         app = create_app(config_path) if config_path else create_app(None)
@@ -62,6 +63,22 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _check_port_free(port: int) -> None:
+    """A one-line error unless 127.0.0.1:``port`` can be bound now, as gunicorn will bind it
+    (``SO_REUSEADDR``, so a port left in TIME_WAIT by a stopped demo counts as free). Checked before the
+    demo touches its ledger: giving the user ``demo`` a new key for a server that then cannot start
+    would break the demo already running on that port."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as error:
+            fail(
+                f"cannot serve the demo on 127.0.0.1:{port}: {error.strerror or error} "
+                "(is a demo already running there? stop it, or pick another --port; 0 takes any free one)"
+            )
 
 
 DEMO_CONFIG = """\
@@ -108,6 +125,8 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     from mbeacon.beacon.errors import AlreadyExists
     from mbeacon.store.demo import ensure_demo
 
+    port = port or _free_port()
+    _check_port_free(port)
     server.prepare_metrics_dir()
     data_dir = data_dir.resolve()
     click.echo(f"preparing the demo data in {data_dir} ...", err=True)
@@ -126,7 +145,6 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
         key = ledger.rotate_key("demo", actor="mbeacon demo")
     ledger.close()
     _validate_for_serving(config_path)
-    port = port or _free_port()
     base = f"http://127.0.0.1:{port}/api"
     probe = "cg00231192"  # a probe of the demo cohort, methylated around 0.6
     click.echo(f"url: {base}")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mbeacon.beacon.config import TIERS
-from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_service_config, open_ledger
+from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
 
 
 @click.group(cls=LedgerGroup)
@@ -34,7 +34,7 @@ def users_add(name: str, config_path: Path | None, tier: str, group: str | None,
     new = operations.validated_user(
         name=name, tier=tier, group=group, role="admin" if admin else "researcher"
     )
-    ledger = open_ledger(load_service_config(config_path))
+    ledger = open_ledger(load_ledger_config(config_path))
     key = operations.add_user(ledger, new, actor=cli_actor())
     click.echo(key)
     click.echo(
@@ -50,7 +50,7 @@ def users_rotate(name: str, config_path: Path | None) -> None:
     """Give NAME a new key (the old one stops working at once); budgets are kept."""
     from mbeacon.beacon import operations
 
-    ledger = open_ledger(load_service_config(config_path))
+    ledger = open_ledger(load_ledger_config(config_path), create=False)
     click.echo(operations.rotate_key(ledger, name, actor=cli_actor()))
 
 
@@ -62,7 +62,7 @@ def users_revoke(name: str, config_path: Path | None) -> None:
     from mbeacon.beacon import operations
     from mbeacon.beacon.holders import canonical_name
 
-    ledger = open_ledger(load_service_config(config_path))
+    ledger = open_ledger(load_ledger_config(config_path), create=False)
     operations.revoke_user(ledger, name, actor=cli_actor())
     click.echo(f"user {canonical_name(name)!r} revoked", err=True)
 
@@ -72,7 +72,7 @@ def users_revoke(name: str, config_path: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def users_list(config_path: Path | None, as_json: bool) -> None:
     """List users (never keys)."""
-    found = open_ledger(load_service_config(config_path)).users()
+    found = open_ledger(load_ledger_config(config_path), create=False).users()
     if as_json:
         click.echo(json.dumps([u.to_json() for u in found], indent=2))
         return

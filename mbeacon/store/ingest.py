@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from mbeacon.store.cohorts import CohortStore, DatasetInfo, Manifest, Metadata
-from mbeacon.store.errors import IngestError
+from mbeacon.store.errors import DataError, IngestError
 
 _PROBE_COLUMNS = ("ilmnid", "name", "probe_id", "probe", "id_ref", "id")
 _CHROM_COLUMNS = ("chr", "chromosome", "chrom", "chromosome_36", "chromosome_37")
@@ -136,6 +136,12 @@ def ingest(
         raise IngestError(str(error), path=str(path)) from None
     positions = read_manifest(manifest) if manifest is not None else None
     target = CohortStore(store, create=True)
+    if not replace and target.path_of(dataset_id).exists():
+        # said here, before the rows are read, and naming the way out; write() keeps its own check
+        raise DataError(
+            f"dataset {dataset_id!r} already exists in {target.root}: ingest with --replace to replace it "
+            "atomically (replace=True in Python), or choose another id"
+        )
     return target.write(
         dataset_id,
         list(source.samples),
