@@ -6,7 +6,7 @@ drawn, asks, and sees the answer, where it came from and the budget meters move;
 cached answer, free); asks with bad bounds and reads the refusal's message; finds every question in the
 history. The API reference lists every operation of /api/openapi.json. Neither page breaks its
 Content-Security-Policy, and the key never appears in a URL, in storage or in the server's log.
-Screenshots go to /tmp/mbeacon-browser-*.png.
+The page fits a phone's width. Screenshots go to /tmp/mbeacon-browser-*.png.
 
 Without chromium or Playwright these tests skip, except under CI=true, where they fail.
 """
@@ -209,6 +209,11 @@ def test_researcher_page(browser, server, question, demo):
     assert [row[5] for row in texts[1:]] == ["prior", "data (cached)", "data"]
     assert all(row[2] == probe for row in texts)
     page.screenshot(path=str(SHOTS / "mbeacon-browser-3-history.png"), full_page=True)
+
+    # on a phone the page fits its width (the history table scrolls inside its card)
+    page.set_viewport_size({"width": 400, "height": 800})
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 400
+    page.screenshot(path=str(SHOTS / "mbeacon-browser-6-phone.png"), full_page=True)
 
     # the key: in no URL, no storage, no server log; the page broke no rule of its CSP
     storage = page.evaluate("() => [localStorage.length, sessionStorage.length, document.cookie]")

@@ -64,7 +64,12 @@
         datasets[d.id] = d;
         select.appendChild(new Option(d.name ? d.id + " \u2014 " + d.name : d.id, d.id));
       });
-      if (!list.length) select.appendChild(new Option("(no dataset available to you)", ""));
+      if (!list.length) {
+        select.appendChild(new Option("(no dataset available to you)", ""));
+        el("dataset-note").textContent = el("key").value.trim() ? "Your key may query no dataset here." :
+          "Enter your key: it shows the datasets you may query.";
+        return;
+      }
       if (previous && datasets[previous]) select.value = previous;
       datasetChanged();
     });
@@ -87,8 +92,8 @@
 
   function setMeters(b) {
     if (!b) {
-      el("positives-meter").value = 1; el("positives-text").textContent = "\u2014";
-      el("epsilon-meter").value = 1; el("epsilon-text").textContent = "\u2014";
+      el("positives-meter").value = 0; el("positives-text").textContent = "\u2014";
+      el("epsilon-meter").value = 0; el("epsilon-text").textContent = "\u2014";
       return;
     }
     var posLeft = b.positivesTotal - b.positivesUsed;
@@ -266,7 +271,8 @@
       el("answer-word").textContent = from === "refused" ? "Refused" : yes ? "Yes" : "No";
       var threshold = ((datasets[set.id] || {info: {privacy: {}}}).info.privacy.threshold) || "T";
       el("answer-detail").textContent = from === "refused" ? "your budget on this dataset is exhausted" :
-        (yes ? "at least " : "fewer than ") + threshold + (threshold === 1 ? " patient has " : " patients have ") +
+        (threshold === 1 ? (yes ? "at least 1 patient has " : "no patient has ") :
+          (yes ? "at least " : "fewer than ") + threshold + " patients have ") +
         probe + " in [" + range.replace("\u2013", ", ") + "]";
       var source = el("answer-source");
       source.replaceChildren();
