@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.table import Table
 
 from mbeacon.attack.planning import STRATEGIES
+from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def attack() -> None:
     help="Local worker processes. [default: the usable CPUs]",
 )
 @click.option("--seed", type=int, default=None, help="Override the config's seed (results are reproducible).")
+@needs_extra("attack")
 def evaluate(
     config_path: Path | None,
     quick: bool,
@@ -308,6 +310,7 @@ def _answers_line(result: LiveResult) -> str:
     help="Directory for scores.csv, metrics.json and roc.png.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON on stdout.")
+@needs_extra("attack")
 def live(
     url: str,
     key: str,

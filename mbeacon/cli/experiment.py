@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import progress
 from mbeacon.experiments import lyu_su_li
 
@@ -104,6 +105,7 @@ def _run_with_progress(config: lyu_su_li.ExperimentConfig) -> dict[str, Any]:
     "--quick", is_flag=True, help="Tiny setting (100,000 records, 1,000 items, c = 10, 25, 50): seconds."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@needs_extra("attack")
 def lyu_su_li_command(
     out_dir: Path, runs: int | None, records: int | None, seed: int, quick: bool, as_json: bool
 ) -> None:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mbeacon.cli._extras import require_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
 from mbeacon.store import simulate as sim
 
@@ -121,6 +122,8 @@ def simulate(
     non-member (what an attacker holds), and truth.json (parameters, sample ids of each group, the DMPs
     with their effects). Deterministic for a seed.
     """
+    if report:
+        require_extra("mbeacon simulate --report", "attack")  # its figure is drawn with matplotlib
     if report and reference < 2:
         raise click.BadParameter(
             "--report compares the reference sample with real data: use 2 or more", param_hint="--reference"
