@@ -23,7 +23,8 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY mbeacon ./mbeacon
 COPY deploy/gunicorn.conf.py ./deploy/
-RUN pip install . && rm -rf /root/.cache
+# The extras a deployment uses: a PostgreSQL ledger and a Redis rate limit (compose.yaml runs both).
+RUN pip install '.[postgres,redis]' && rm -rf /root/.cache
 
 # /data/store: the HDF5 store, mounted read-only by the server (written only by `mbeacon ingest` / `prior`).
 # /var/lib/mbeacon: the SQLite ledger of privacy budgets. It must outlive the container and be backed
