@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.common import Result, machine_info, print_table, results_markdown
 
-GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack", "load"]
+GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack", "load", "startup"]
 #: Where ``--markdown`` without a path writes: benchmarks/RESULTS.md of this repository.
 RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
 
