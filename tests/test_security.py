@@ -210,6 +210,12 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("/api/filtering_terms", "GET"): Access(static("/api/filtering_terms"), EVERYONE),
     ("/api/openapi.json", "GET"): Access(static("/api/openapi.json"), EVERYONE),
     ("/api/docs", "GET"): Access(static("/api/docs"), EVERYONE),
+    ("/api/reference", "GET"): Access(static("/api/reference"), EVERYONE),
+    ("/api/reference/<asset>", "GET"): Access(static("/api/reference/swagger-ui.css"), EVERYONE),
+    ("/api/prior", "GET"): Access(
+        lambda w: ("/api/prior", {"query_string": {"datasetId": DEMO, "probeId": w.probe}}), CATALOGUE
+    ),
+    ("/api/prior/probes", "GET"): Access(static("/api/prior/probes", datasetId=DEMO, prefix="cg"), CATALOGUE),
     ("/api/datasets", "GET"): Access(static("/api/datasets"), CATALOGUE, listed_datasets),
     ("/api/methylation", "GET"): Access(query_get, DATA, answered_datasets, shared_anonymous=200),
     ("/api/methylation", "POST"): Access(query_post, DATA, answered_datasets, shared_anonymous=200),
