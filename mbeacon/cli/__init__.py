@@ -16,7 +16,8 @@ Flask or httpx:
 * :mod:`.experiment` -- ``experiment``, published comparisons of the mechanisms;
 
 and beneath them :mod:`._service` (the service's configuration and ledger, for the operator
-commands), :mod:`._ui` (progress bars on stderr, one-line errors) and :mod:`.lazy_group`. Nothing
+commands), :mod:`._extras` (the pip extras a command needs, and its one-line error when one is
+missing), :mod:`._ui` (progress bars on stderr, one-line errors) and :mod:`.lazy_group`. Nothing
 outside this package imports it: the command sits on top of every layer.
 """
 
