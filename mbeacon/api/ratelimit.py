@@ -13,6 +13,7 @@ through uncounted, and a 500 from a closed socket).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
@@ -25,6 +26,8 @@ WINDOW_S = 60
 
 class RateLimiter:
     def __init__(self, per_minute: int, redis_url: str | None = None) -> None:
+        if redis_url and importlib.util.find_spec("redis") is None:
+            raise ValueError("redis_url needs the 'redis' extra: pip install 'mbeacon[redis]'")
         self.per_minute = per_minute
         self.redis_url = redis_url
         self._counts: dict[str, tuple[int, int]] = {}

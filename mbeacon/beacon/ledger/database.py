@@ -48,6 +48,7 @@ request whose ledger write failed is never answered.
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import sqlite3
 import threading
@@ -310,6 +311,10 @@ class PostgresDatabase(Database):
         return f" FOR UPDATE OF {table}" if table else " FOR UPDATE"
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8) -> None:
+        if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
+            raise LedgerUnavailable(
+                "a postgresql:// ledger needs the 'postgres' extra: pip install 'mbeacon[postgres]'"
+            )
         self.url = url
         self._sizes = (min_size, max_size)
         self._pool: Any = None
