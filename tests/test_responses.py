@@ -10,7 +10,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from beacon_schemas import conforms
+from beacon_schemas import conforms, validate
 from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,14 +20,26 @@ from mbeacon.api.responses import (
     METHYLATION_SCHEMA,
     _keep,
     methylation_response,
-    request_summary,
     response_meta,
 )
 from mbeacon.beacon.engine import Answer, AnswerSet
 from mbeacon.beacon.query import MethylationQuery, ParsedRequest
+from mbeacon.beacon.wire import MAX_LIMIT, MAX_SKIP
 
 _APP = Flask(__name__)
 _APP.config["MBEACON"] = SimpleNamespace(config=SimpleNamespace(beacon_id="org.example.beacon"))
+
+
+def echoed(query: MethylationQuery) -> dict:
+    """A query's ``requestParameters`` echo, written out field by field."""
+    if query.probe is not None:
+        echo: dict[str, Any] = {"probeId": query.probe}
+    else:
+        echo = {"referenceName": query.chromosome, "start": query.start}
+    echo.update(minValue=query.lo, maxValue=query.hi)
+    if query.datasets is not None:
+        echo["datasetIds"] = list(query.datasets)
+    return echo
 
 
 def reference(request: ParsedRequest, result: AnswerSet) -> dict:
@@ -64,7 +76,19 @@ def reference(request: ParsedRequest, result: AnswerSet) -> dict:
     return {
         "meta": response_meta(
             result.granularity,
-            request_summary(request.granularity, request.include, request.api_version),
+            {
+                "apiVersion": request.api_version,
+                "requestedSchemas": [],
+                "filters": [],
+                "pagination": {"skip": request.skip, "limit": request.limit},
+                "requestedGranularity": request.granularity,
+                "includeResultsetResponses": request.include,
+                "requestParameters": {
+                    "methylation": {"queries": [echoed(q) for q in request.queries]}
+                    if request.batch
+                    else echoed(request.queries[0])
+                },
+            },
             [METHYLATION_SCHEMA],
         ),
         "responseSummary": summary,
@@ -99,7 +123,15 @@ served_budgets = st.fixed_dictionaries(
 def cases(draw, budgets: st.SearchStrategy[dict] = budgets) -> tuple[ParsedRequest, AnswerSet]:
     n = draw(st.integers(1, 6))
     bounds = draw(st.lists(st.tuples(st.floats(0, 0.5), st.floats(0.5, 1)), min_size=n, max_size=n))
-    queries = [MethylationQuery(f"cg{i:08d}", None, None, lo, hi, None) for i, (lo, hi) in enumerate(bounds)]
+    named = st.none() | st.lists(st.sampled_from(DATASETS), min_size=1, unique=True).map(
+        lambda d: tuple(sorted(d))
+    )
+    queries = [
+        MethylationQuery(f"cg{i:08d}", None, None, lo, hi, draw(named))
+        if draw(st.booleans())
+        else MethylationQuery(None, "chr1", draw(st.integers(0, 2**31 - 1)), lo, hi, draw(named))
+        for i, (lo, hi) in enumerate(bounds)
+    ]
     datasets = draw(st.lists(st.sampled_from(DATASETS), min_size=1, max_size=3, unique=True))
     answers = [
         Answer(
@@ -122,6 +154,9 @@ def cases(draw, budgets: st.SearchStrategy[dict] = budgets) -> tuple[ParsedReque
         draw(st.sampled_from(["ALL", "HIT", "MISS", "NONE"])),
         draw(st.booleans()),
         draw(st.sampled_from(["v2.0.0", "v2.1"])),
+        draw(st.booleans()),
+        draw(st.integers(0, MAX_SKIP)),
+        draw(st.integers(0, MAX_LIMIT)),
     )
     result = AnswerSet(
         answers,
@@ -147,7 +182,9 @@ def test_the_response_is_the_one_built_key_by_key(case) -> None:
 def test_the_response_conforms_to_its_model(case) -> None:
     request, result = case
     with _APP.app_context():
-        conforms(methylation_response(request, result), schemas.MethylationResponse)
+        document = methylation_response(request, result)
+    conforms(document, schemas.MethylationResponse)
+    validate(document, "responses/beaconResultsetsResponse.json")  # the echoes included
 
 
 def test_result_sets_share_no_mutable_part() -> None:

@@ -1,9 +1,11 @@
 """The Beacon v2 framework endpoints: /, /info, /service-info, /configuration, /map, /entry_types,
-/filtering_terms and /datasets.
+/filtering_terms, /datasets and /datasets/{id}.
 
 All are informational and need no key, except that /datasets lists only the datasets the caller's
-tier may see (an anonymous caller sees PUBLIC datasets), so nothing about a dataset reaches a
-caller who may not query it.
+tier may see (an anonymous caller sees PUBLIC datasets), and /datasets/{id} of another dataset is the
+403 a query of it gets, so nothing about a dataset reaches a caller who may not query it.
+
+The blueprint also installs the CORS hook (:mod:`mbeacon.api.cors`) on the whole app.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from flask import Blueprint, jsonify, request, url_for
 
 from mbeacon import __version__
 from mbeacon.api.auth import principal
+from mbeacon.api.cors import add_cors_headers
 from mbeacon.api.responses import informational, request_summary, response_meta
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import TIERS
+from mbeacon.beacon.engine import DatasetUnavailable
 from mbeacon.beacon.wire import (
     API_VERSION,
     DEFAULT_GRANULARITY,
@@ -26,6 +30,7 @@ from mbeacon.beacon.wire import (
 )
 
 bp = Blueprint("framework", __name__)
+bp.after_app_request(add_cors_headers)  # every route of the app; the hook itself picks /api/ routes
 
 METHYLATION_TERM = {"id": "NCIT:C16848", "label": "DNA Methylation"}
 
@@ -42,7 +47,10 @@ def _entry_types() -> dict:
             "name": "DNA methylation range query",
             "description": (
                 "Does a dataset have at least T patients whose beta value at a CpG probe lies in "
-                "[minValue, maxValue]? Answers are sanitised by SVT² against a public prior."
+                "[minValue, maxValue]? Answers are sanitised by SVT² against a public prior. A result "
+                "set's `exists` is the answer; its `resultsCount` is the number of records in "
+                "`results`, always 0 (no records are returned), except at count granularity, where it "
+                "is the noisy count of patients in the range."
             ),
             "partOfSpecification": "MBeacon methylation extension v1.0.0 (on Beacon v2)",
             "ontologyTermForThisType": METHYLATION_TERM,
@@ -140,10 +148,11 @@ def beacon_map():
                 "dataset": {
                     "entryType": "dataset",
                     "rootUrl": _absolute("framework.datasets"),
+                    "singleEntryUrl": _absolute("framework.datasets") + "/{id}",
                     "endpoints": {
                         ENTRY_TYPE: {
                             "returnedEntryType": ENTRY_TYPE,
-                            "url": _absolute("methylation.methylation_get") + "?datasetIds={id}",
+                            "url": _absolute("framework.datasets") + "/{id}/" + ENTRY_TYPE,
                         }
                     },
                 },
@@ -159,7 +168,8 @@ def entry_types():
 
 @bp.get("/filtering_terms")
 def filtering_terms():
-    # Methylation queries take no ontology filters; an empty list says so explicitly.
+    # Methylation queries take no filters; an empty list says so explicitly, and a request with filters
+    # (GET `filters`, POST `query.filters`) is refused with a 400 that names them.
     return informational({"filteringTerms": [], "resources": []})
 
 
@@ -174,30 +184,27 @@ def dataset_policy_public(dataset: str) -> dict:
     }
 
 
-@bp.get("/datasets")
-def datasets():
-    rt = runtime()
-    caller = principal(for_query=False)
-    collections = []
-    for dataset in rt.engine.visible(caller):
-        meta = rt.engine.cohort(dataset).info
-        collections.append(
-            {
-                "id": meta.id,
-                "name": meta.name,
-                "description": meta.description,
-                "createDateTime": meta.created,
-                "info": {
-                    "patients": meta.patients,
-                    "probes": meta.probes,
-                    "tissue": meta.tissue,
-                    "disease": meta.disease,
-                    "assembly": meta.assembly,
-                    "hasProbePositions": meta.has_positions,
-                    "privacy": dataset_policy_public(dataset),
-                },
-            }
-        )
+def _collection(dataset: str) -> dict:
+    """A dataset as /datasets lists it: its public description and published protection."""
+    meta = runtime().engine.cohort(dataset).info
+    return {
+        "id": meta.id,
+        "name": meta.name,
+        "description": meta.description,
+        "createDateTime": meta.created,
+        "info": {
+            "patients": meta.patients,
+            "probes": meta.probes,
+            "tissue": meta.tissue,
+            "disease": meta.disease,
+            "assembly": meta.assembly,
+            "hasProbePositions": meta.has_positions,
+            "privacy": dataset_policy_public(dataset),
+        },
+    }
+
+
+def _collections(collections: list[dict]):
     return jsonify(
         {
             "meta": response_meta("record", request_summary("record"), [{"entityType": "dataset"}]),
@@ -205,3 +212,18 @@ def datasets():
             "response": {"collections": collections},
         }
     )
+
+
+@bp.get("/datasets")
+def datasets():
+    caller = principal(for_query=False)
+    return _collections([_collection(dataset) for dataset in runtime().engine.visible(caller)])
+
+
+@bp.get("/datasets/<dataset>")
+def dataset(dataset: str):
+    """One dataset; one the caller may not see is the 403 a query of it gets (existence not told)."""
+    caller = principal(for_query=False)
+    if dataset not in runtime().engine.visible(caller):
+        raise DatasetUnavailable(f"dataset {dataset[:70]!r} does not exist or is not available to you")
+    return _collections([_collection(dataset)])

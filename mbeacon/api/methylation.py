@@ -1,8 +1,16 @@
-"""The methylation entry type's endpoint (GET and POST, single queries and batches) and the
-caller's own budget (``GET /api/budget``)."""
+"""The methylation entry type's endpoints (GET and POST, single queries and batches): all datasets the
+caller may query (``/api/methylation``) or one (``/api/datasets/{id}/methylation``); and the caller's
+own budget (``GET /api/budget``).
+
+The per-dataset route is ``/api/methylation`` with ``datasetIds=[id]``: the same parsing, the same
+canonical query, so the same cache entry and the same answer, and the same 403 for a dataset the
+caller may not query.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections import Counter
 
 from flask import Blueprint, jsonify, request
@@ -12,7 +20,8 @@ from mbeacon.api.auth import principal
 from mbeacon.api.bodies import read_json_body
 from mbeacon.api.responses import informational, methylation_response
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.query import parse_args, parse_body
+from mbeacon.beacon.query import ParsedRequest, QueryError, parse_args, parse_body
+from mbeacon.beacon.wire import DATASET_PATTERN
 
 bp = Blueprint("methylation", __name__)
 
@@ -43,6 +52,33 @@ def methylation_post():
     caller = principal(for_query=True)
     body = read_json_body("the Beacon request body")
     return _answer(caller, parse_body(body, max_batch=runtime().config.max_batch))
+
+
+def _one_dataset(dataset: str, parsed: ParsedRequest, where: str) -> ParsedRequest:
+    """``parsed`` asked of ``dataset`` only: a query's own ``datasetIds`` may only repeat it."""
+    if not re.fullmatch(DATASET_PATTERN, dataset):
+        raise QueryError(f"datasetId (path): not a dataset id: {dataset[:70]!r}")
+    only = (dataset,)
+    for i, query in enumerate(parsed.queries):
+        if query.datasets not in (None, only):
+            field = f"{where}[{i}].datasetIds" if parsed.batch else f"{where}.datasetIds".lstrip(".")
+            raise QueryError(f"{field}: this route asks dataset {dataset!r} only; leave datasetIds out")
+    queries = [dataclasses.replace(query, datasets=only) for query in parsed.queries]
+    return dataclasses.replace(parsed, queries=queries)
+
+
+@bp.get("/datasets/<dataset>/methylation")
+def dataset_methylation_get(dataset: str):
+    caller = principal(for_query=True)
+    return _answer(caller, _one_dataset(dataset, parse_args(request.args), ""))
+
+
+@bp.post("/datasets/<dataset>/methylation")
+def dataset_methylation_post(dataset: str):
+    caller = principal(for_query=True)
+    body = read_json_body("the Beacon request body")
+    parsed = parse_body(body, max_batch=runtime().config.max_batch)
+    return _answer(caller, _one_dataset(dataset, parsed, "query.requestParameters"))
 
 
 @bp.get("/budget")

@@ -19,7 +19,7 @@ from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 from mbeacon.api import admin_schemas, schemas
 from mbeacon.api.admin import BudgetChange, Confirm, NewUser
 from mbeacon.api.openapi_build import REF, query, ref
-from mbeacon.beacon.query import BeaconRequestBody, GetOptions, RequestParameters
+from mbeacon.beacon.query import BeaconRequestBody, GetOptions, Pagination, RequestParameters
 
 REQUESTS: tuple[type[BaseModel], ...] = (RequestParameters, BeaconRequestBody, NewUser, BudgetChange, Confirm)
 RESPONSES: tuple[type[BaseModel], ...] = (
@@ -98,7 +98,20 @@ def _query_string_fields() -> dict[str, dict]:
     request = RequestParameters.model_json_schema(schema_generator=_Generator)["properties"]
     options = GetOptions.model_json_schema(schema_generator=_Generator)["properties"]
     test_mode = BeaconRequestBody.model_json_schema(schema_generator=_Generator)["$defs"]["BeaconQuery"]
-    return {**request, **options, "testMode": test_mode["properties"]["testMode"]}
+    pages = Pagination.model_json_schema(schema_generator=_Generator)["properties"]
+    filters = {
+        "type": "string",
+        "maxLength": 0,
+        "description": "Beacon filters, comma-separated: none exist for methylation queries (see "
+        "/filtering_terms), so only an empty value is accepted.",
+    }
+    return {
+        **request,
+        **options,
+        "testMode": test_mode["properties"]["testMode"],
+        **pages,
+        "filters": filters,
+    }
 
 
 def query_string_parameters(prose: dict[str, str]) -> list[dict]:

@@ -39,6 +39,26 @@ def _framework_paths(rate: dict) -> dict:
         "too. An admin key counts as anonymous here.",
         security=[{}, *BEARER],
     )
+    one = operation(
+        "getDataset",
+        "framework",
+        "One dataset the caller may query, with its published privacy parameters",
+        {
+            "200": ok("The dataset, as /datasets lists it.", "DatasetsResponse"),
+            **errors(
+                {
+                    401: "The Authorization header is malformed or the key is invalid or revoked.",
+                    403: "The dataset does not exist or is not available to the caller's tier (one "
+                    "answer for both).",
+                }
+            ),
+            **rate,
+            **errors({503: "The privacy ledger is unavailable (only when a key is sent)."}),
+        },
+        description="No key needed for a PUBLIC dataset; as /datasets, an admin key counts as anonymous.",
+        security=[{}, *BEARER],
+        parameters=[path("dataset", "The dataset id (see /datasets).")],
+    )
     return {
         "/": info("getRoot", "Beacon information (same as /info)", "InfoResponse"),
         "/info": info("getInfo", "Beacon information", "InfoResponse"),
@@ -48,6 +68,7 @@ def _framework_paths(rate: dict) -> dict:
         "/entry_types": info("getEntryTypes", "Entry types", "EntryTypesResponse"),
         "/filtering_terms": info("getFilteringTerms", "Filtering terms (none)", "FilteringTermsResponse"),
         "/datasets": {"get": datasets},
+        "/datasets/{dataset}": {"get": one},
     }
 
 
@@ -58,6 +79,10 @@ _GET_PROSE = {
     "start": "0-based CpG position, with referenceName.",
     "datasetIds": "Comma-separated dataset ids (default: every dataset available to the caller).",
     "testMode": "Beacon testMode flag (`true` or `1`).",
+    "skip": "Beacon pagination: pages to skip. Validated and echoed; no records are returned, so it "
+    "changes no answer.",
+    "limit": "Beacon pagination: page size (0: all). Validated and echoed; no records are returned, so "
+    "it changes no answer.",
 }
 
 
@@ -67,7 +92,10 @@ _ANSWERS = (
     "An identical query asked again returns the identical cached answer for free (`cached: true`). "
     "When the positives are spent, a dataset with `onExhausted = refuse` refuses (429, or "
     "`answeredFrom: refused` for the rest of a batch that ran out part-way), one with `prior` answers "
-    "from the prior."
+    "from the prior. A result set's `exists` is the answer; its `resultsCount` is 0 (no records are "
+    "returned) except at count granularity, where it is the noisy count. Filters are refused (there are "
+    "no filtering terms); `skip`/`limit` are validated and echoed in `receivedRequestSummary` with the "
+    "filters and the queries as answered."
 )
 
 
@@ -86,9 +114,9 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
     too_many = errors({429: exhausted, 503: None})
     answers = ok("Answers, with their provenance and the budgets after the request.", "MethylationResponse")
     bad_get = "Invalid or unknown query parameter, no probe (or both a probe and a position), minValue "
-    bad_get += "greater than maxValue."
-    bad_post = "The body is not JSON (or not sent as application/json), does not validate, or holds an "
-    bad_post += f"empty batch or more than {config.max_batch} queries."
+    bad_get += "greater than maxValue, filters, or skip/limit out of bounds."
+    bad_post = "The body is not JSON (or not sent as application/json), does not validate (filters "
+    bad_post += f"included), or holds an empty batch or more than {config.max_batch} queries."
     get = operation(
         "queryMethylationGet",
         "methylation",
@@ -126,7 +154,22 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
         },
         security=security,
     )
-    return {"/methylation": {"get": get, "post": post}, "/budget": {"get": budget}}
+    dataset = path("dataset", "The dataset to ask (see /datasets).")
+    one_get = {**get, "operationId": "queryDatasetMethylationGet", "summary": "Ask one dataset one "
+               "methylation range query", "parameters": [dataset, *get["parameters"]]}  # fmt: skip
+    one_post = {**post, "operationId": "queryDatasetMethylationPost", "summary": "Ask one dataset one "
+                "methylation query or a batch", "parameters": [dataset]}  # fmt: skip
+    one_description = (
+        " The same as /methylation with `datasetIds` set to this dataset (the same answers, the same "
+        "cache); a query's own `datasetIds` may only name this dataset."
+    )
+    one_get["description"] = get["description"] + one_description
+    one_post["description"] = post["description"] + one_description
+    return {
+        "/methylation": {"get": get, "post": post},
+        "/datasets/{dataset}/methylation": {"get": one_get, "post": one_post},
+        "/budget": {"get": budget},
+    }
 
 
 def _docs_paths(rate: dict) -> dict:

@@ -14,8 +14,15 @@ from flask import current_app, jsonify
 from flask.wrappers import Response
 
 from mbeacon.beacon.engine import AnswerSet
-from mbeacon.beacon.query import ParsedRequest
-from mbeacon.beacon.wire import API_VERSION, DEFAULT_GRANULARITY, ENTRY_TYPE, METHYLATION_SCHEMA_ID
+from mbeacon.beacon.query import MethylationQuery, ParsedRequest
+from mbeacon.beacon.wire import (
+    API_VERSION,
+    DEFAULT_GRANULARITY,
+    DEFAULT_LIMIT,
+    DEFAULT_SKIP,
+    ENTRY_TYPE,
+    METHYLATION_SCHEMA_ID,
+)
 
 METHYLATION_SCHEMA = {"entityType": ENTRY_TYPE, "schema": METHYLATION_SCHEMA_ID}
 
@@ -29,17 +36,52 @@ def informational_meta(schemas: list[dict] | None = None) -> dict:
 
 
 def request_summary(
-    granularity: str = DEFAULT_GRANULARITY, include: str | None = None, api_version: str = API_VERSION
+    granularity: str = DEFAULT_GRANULARITY,
+    include: str | None = None,
+    api_version: str = API_VERSION,
+    *,
+    skip: int = DEFAULT_SKIP,
+    limit: int = DEFAULT_LIMIT,
+    parameters: dict | None = None,
 ) -> dict:
+    """Beacon `receivedRequestSummary`: the request as the beacon understood it.
+
+    ``filters`` is always the empty list: a request with filters is refused, so every request
+    answered had none. ``parameters`` is the ``requestParameters`` echo (:func:`echo_parameters`).
+    """
     summary: dict[str, Any] = {
         "apiVersion": api_version,
         "requestedSchemas": [],
-        "pagination": {"skip": 0, "limit": 0},
+        "filters": [],
+        "pagination": {"skip": skip, "limit": limit},
         "requestedGranularity": granularity,
     }
     if include is not None:
         summary["includeResultsetResponses"] = include
+    if parameters is not None:
+        summary["requestParameters"] = parameters
     return summary
+
+
+def _canonical(query: MethylationQuery) -> dict:
+    """The query as answered: its canonical description, with ``datasetIds`` when they were named."""
+    echo = query.describe()
+    if query.datasets is not None:
+        echo["datasetIds"] = list(query.datasets)
+    return echo
+
+
+def echo_parameters(request: ParsedRequest) -> dict:
+    """The ``requestParameters`` echo: each query in its canonical form (so every spelling of one
+    question gets one response), under the entry type's name.
+
+    The framework schema of this echo is an object whose values are objects, so one query is
+    ``{"methylation": {...}}`` and a batch ``{"methylation": {"queries": [{...}, ...]}}`` (in order,
+    as ``queryIndex`` counts them), not the list a batch is sent as.
+    """
+    if request.batch:
+        return {ENTRY_TYPE: {"queries": [_canonical(query) for query in request.queries]}}
+    return {ENTRY_TYPE: _canonical(request.queries[0])}
 
 
 def response_meta(returned_granularity: str, summary: dict, schemas: list[dict] | None = None) -> dict:
@@ -121,7 +163,14 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
     return {
         "meta": response_meta(
             result.granularity,
-            request_summary(request.granularity, request.include, request.api_version),
+            request_summary(
+                request.granularity,
+                request.include,
+                request.api_version,
+                skip=request.skip,
+                limit=request.limit,
+                parameters=echo_parameters(request),
+            ),
             [METHYLATION_SCHEMA],
         ),
         "responseSummary": summary,

@@ -27,7 +27,10 @@ from mbeacon.beacon.wire import (
     BETA_MIN,
     BUDGET_FIELDS,
     DATASET_PATTERN,
+    ENTRY_TYPE,
     FRAMEWORK_SCHEMAS,
+    MAX_LIMIT,
+    MAX_SKIP,
     PRODUCTION_STATUS,
     AnswerSource,
     Granularity,
@@ -80,8 +83,41 @@ class InformationalMeta(BaseModel):
 
 
 class Pagination(BaseModel):
-    skip: Count
-    limit: Count
+    """Pagination as requested (echoed; it pages records, and no records are returned)."""
+
+    skip: Annotated[int, Field(ge=0, le=MAX_SKIP)]
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)]
+
+
+class EchoedQuery(BaseModel):
+    """One query in its canonical form: the probe (or position), the range as counted, and the
+    datasets asked when they were named."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probeId: Maybe[str] = None
+    referenceName: Maybe[str] = None
+    start: Maybe[Count] = None
+    minValue: Beta
+    maxValue: Beta
+    datasetIds: Maybe[list[Annotated[str, Field(pattern=DATASET_PATTERN)]]] = None
+
+
+class EchoedBatch(BaseModel):
+    """A batch's queries, in order (`queryIndex` counts them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queries: list[EchoedQuery] = Field(min_length=1)
+
+
+class EchoedParameters(BaseModel):
+    """The `requestParameters` echo, under the entry type's name (the framework's echo is an object of
+    objects): one query, or a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    methylation: EchoedQuery | EchoedBatch = Field(alias=ENTRY_TYPE)
 
 
 class ReceivedRequestSummary(BaseModel):
@@ -89,9 +125,15 @@ class ReceivedRequestSummary(BaseModel):
 
     apiVersion: str
     requestedSchemas: list[dict]
+    filters: list[str] = Field(
+        max_length=0, description="Always empty: a request with filters is refused (400)."
+    )
     pagination: Pagination
     requestedGranularity: Granularity
     includeResultsetResponses: Maybe[IncludeResultsets] = None
+    requestParameters: Maybe[EchoedParameters] = Field(
+        None, description="The queries as answered (methylation answers only)."
+    )
 
 
 class ResponseMeta(InformationalMeta):
@@ -256,6 +298,7 @@ class Endpoint(BaseModel):
 class EndpointSet(BaseModel):
     entryType: str
     rootUrl: Uri
+    singleEntryUrl: Maybe[str] = Field(None, description="One entry by id (a URI template).")
     openAPIEndpointsDefinition: Maybe[Uri] = None
     endpoints: Maybe[dict[str, Endpoint]] = None
 
@@ -404,7 +447,11 @@ class ResultSet(BaseModel):
     id: str = Field(description="The dataset.")
     setType: Literal["dataset"]
     exists: bool
-    resultsCount: Count = Field(description="A noisy count with `count` granularity, else 0.")
+    resultsCount: Count = Field(
+        description="The number of records in `results`: always 0 (no records are returned), so not a "
+        "count of patients; `exists` is the answer. Only with `count` granularity (see "
+        "`returnedGranularity`) is it a count: the noisy number of patients in the range."
+    )
     results: list[dict] = Field(max_length=0)
     info: ResultSetInfo
 

@@ -8,12 +8,13 @@ start-up with the location of every mistake (``datasets.demo.epsilon: Input shou
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Tier = Literal["PUBLIC", "REGISTERED", "CONTROLLED"]
 TIERS: tuple[Tier, ...] = ("PUBLIC", "REGISTERED", "CONTROLLED")
@@ -21,6 +22,8 @@ ENV_PREFIX = "MBEACON_"
 #: The least epsilon SVT² may get (``epsilon - count_epsilon``): below it the noise scales overflow the
 #: integer noise sampler (an epsilon of 1e-300 gave garbage thresholds), and answers would be noise.
 MIN_SVT_EPSILON = 1e-6
+#: A web origin as a browser sends it in ``Origin``: scheme, host, optional port, nothing more.
+ORIGIN_PATTERN = r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
 
 
 class ConfigError(ValueError):
@@ -82,9 +85,24 @@ class ServiceConfig(BaseModel):
     max_batch: int = Field(1000, ge=1, le=100_000)
     trusted_proxies: int = Field(0, ge=0, le=10)
     metrics_public: bool = False
+    cors_origins: list[str] = Field(default_factory=list, max_length=100)
     default_prior: str | None = None
     defaults: DatasetPolicy = DatasetPolicy()
     datasets: dict[str, DatasetPolicy] = Field(default_factory=dict)
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        # compared with the browser's Origin header as text, so each must be written as browsers send it
+        for origin in origins:
+            if origin != "*" and not re.fullmatch(ORIGIN_PATTERN, origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin: write scheme://host[:port] (no path, no trailing /), "
+                    "or * for any"
+                )
+        if "*" in origins and len(origins) > 1:
+            raise ValueError("* allows every origin: list it alone")
+        return [origin.lower() for origin in origins]  # browsers send scheme and host in lower case
 
     def policy(self, dataset_id: str) -> DatasetPolicy:
         """The policy of a dataset: its own table in the file, else ``defaults``."""
@@ -122,6 +140,8 @@ def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
             if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
                 raise ConfigError(f"{ENV_PREFIX}{name.upper()}={value!r}: write true or false")
             out[name] = flag in ("1", "true", "yes", "on")
+        elif name == "cors_origins":  # a list: comma-separated in the environment
+            out[name] = [item.strip() for item in value.split(",") if item.strip()]
         else:
             out[name] = value
     return out

@@ -39,8 +39,13 @@ from mbeacon.beacon.wire import (
     DATASET_PATTERN,
     DEFAULT_GRANULARITY,
     DEFAULT_INCLUDE,
+    DEFAULT_LIMIT,
+    DEFAULT_SKIP,
     MAX_DATASET_IDS,
+    MAX_LIMIT,
+    MAX_SKIP,
     MAX_START,
+    NO_FILTERS,
     PROBE_PATTERN,
     REFERENCE_PATTERN,
     Granularity,
@@ -176,10 +181,40 @@ IncludedResultsets = Annotated[IncludeResultsets, Field(description="Which resul
 ApiVersion = Annotated[str, Field(description="Beacon API version the client expects (echoed).")]
 
 
+class Pagination(BaseModel):
+    """Beacon pagination: validated and echoed; it pages records, and MBeacon returns none (a result
+    set's `results` is always empty), so it changes no answer. Page tokens are ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    skip: int = Field(DEFAULT_SKIP, ge=0, le=MAX_SKIP, description="Pages to skip.")
+    limit: int = Field(DEFAULT_LIMIT, ge=0, le=MAX_LIMIT, description="Page size (0: all).")
+
+
+NoFilters = Annotated[
+    list[Any],
+    WithJsonSchema(
+        {"type": "array", "maxItems": 0, "description": "Beacon filters: none exist for methylation queries "
+         "(see /filtering_terms), so only an empty list is accepted."}
+    ),
+]  # fmt: skip
+
+
 class BeaconQuery(BaseModel):
-    """Other Beacon query fields (filters, pagination) are accepted and ignored."""
+    """The `query` of a Beacon request body; other Beacon query fields are accepted and ignored."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+    filters: NoFilters = Field(default_factory=list)
+    pagination: Pagination = Pagination()
+
+    @field_validator("filters")
+    @classmethod
+    def _no_filters(cls, value: list[Any]) -> list[Any]:
+        # refused, not ignored: a filter silently dropped would answer a question the caller did not ask
+        if value:
+            raise ValueError(NO_FILTERS)
+        return value
 
     # Validated item by item by parse_body; its document schema (one query or a batch of up to the
     # configured max_batch) is set where the configuration is known.
@@ -242,6 +277,8 @@ class ParsedRequest:
     batch: bool
     api_version: str = API_VERSION
     test_mode: bool = False
+    skip: int = DEFAULT_SKIP
+    limit: int = DEFAULT_LIMIT
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:
@@ -345,6 +382,8 @@ def parse_body(body: Any, *, max_batch: int) -> ParsedRequest:
         isinstance(raw, list),
         parsed.meta.apiVersion,
         parsed.query.testMode,
+        parsed.query.pagination.skip,
+        parsed.query.pagination.limit,
     )
 
 
@@ -358,7 +397,7 @@ class GetOptions(BaseModel):
     includeResultsetResponses: IncludedResultsets = DEFAULT_INCLUDE
 
 
-_GET_FIELDS = PARAMETER_NAMES | set(GetOptions.model_fields) | {"testMode"}
+_GET_FIELDS = PARAMETER_NAMES | set(GetOptions.model_fields) | {"testMode", "skip", "limit", "filters"}
 
 
 def parse_args(args: Mapping[str, str]) -> ParsedRequest:
@@ -378,6 +417,10 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
         if not re.fullmatch(r"[0-9]{1,10}", values["start"]):
             raise QueryError(f"start: not a 0-based position: {values['start'][:20]!r}")
         values["start"] = int(values["start"])
+    if [term for term in args.get("filters", "").split(",") if term]:
+        raise QueryError(f"filters: {NO_FILTERS}")
+    skip = _page_number("skip", args.get("skip"), DEFAULT_SKIP, MAX_SKIP)
+    limit = _page_number("limit", args.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
     flag = args.get("testMode", "false").lower()
     if flag not in ("true", "false", "1", "0"):
         raise QueryError("testMode: write true or false")
@@ -395,7 +438,18 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
         False,
         options.apiVersion,
         flag in ("true", "1"),
+        skip,
+        limit,
     )
+
+
+def _page_number(name: str, text: str | None, default: int, maximum: int) -> int:
+    """A GET ``skip`` or ``limit``: decimal digits, at most ``maximum`` (``default`` when absent)."""
+    if text is None:
+        return default
+    if not re.fullmatch(r"[0-9]{1,7}", text) or int(text) > maximum:
+        raise QueryError(f"{name}: must be an integer from 0 to {maximum}, not {text[:20]!r}")
+    return int(text)
 
 
 def _unit_number(name: str, text: str) -> float:

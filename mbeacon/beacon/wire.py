@@ -60,3 +60,17 @@ PRODUCTION_STATUS = {"prod": "PROD", "test": "TEST", "staging": "TEST", "dev": "
 
 APPLIES_FROM = ("after budget reset", "next query")
 """When a budget override applies: an open account keeps its parameters until it is reset."""
+
+DEFAULT_SKIP, DEFAULT_LIMIT = 0, 10
+"""Beacon pagination when a request states none (the framework's defaults: skip 0 pages of 10)."""
+
+MAX_SKIP, MAX_LIMIT = 1_000_000, 10_000
+"""The largest ``skip`` and ``limit`` a request may state. Pagination pages records, and MBeacon returns
+none (a result set's ``results`` is always empty), so both are only validated and echoed; the bounds
+keep the echo an ordinary number."""
+
+NO_FILTERS = (
+    "MBeacon has no filtering terms for methylation queries (see /api/filtering_terms); "
+    "send no filters or an empty list"
+)
+"""The refusal of a request with filters, on GET (``filters``) and POST (``query.filters``) alike."""
