@@ -202,7 +202,7 @@ def test_the_shapes_callers_send_take_the_fast_path(raw: dict) -> None:
 
 def test_fast_path_builds_a_complete_frozen_query() -> None:
     fast = query_module._plain({"probeId": "cg1", "minValue": 0.5, "datasetIds": ["b", "a", "b"]})
-    normal = MethylationQuery("cg1", None, None, 0.5, 1.0, ("b", "a"))
+    normal = MethylationQuery("cg1", None, None, 0.5, 1.0, ("a", "b"))
     assert type(fast) is MethylationQuery
     assert list(vars(fast)) == [f.name for f in dataclasses.fields(MethylationQuery)]  # every field, no other
     assert fast == normal and hash(fast) == hash(normal) and repr(fast) == repr(normal)

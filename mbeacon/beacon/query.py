@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -56,6 +57,45 @@ from mbeacon.pydantic_errors import describe
 
 class QueryError(ValueError):
     """A request that cannot be answered as sent; ``str()`` is safe to show the caller."""
+
+
+_FLOAT32 = struct.Struct("<f")
+_canonical: dict[float, float] = {}
+_canonical_get = _canonical.get  # the fast path's lookup, without a call of canonical_bound
+_CANONICAL_CACHE = 4096
+
+
+def canonical_bound(value: float) -> float:
+    """The one value that stands for every spelling of a range bound ``value`` (already in [0, 1]).
+
+    The counts compare float32 beta values with the bounds rounded to float32, so two bounds with the
+    same float32 are the same question; the canonical bound is the shortest decimal that rounds to
+    that float32 (``0.6`` for 0.6, ``6e-1`` and 0.6 + 1e-11; the exact float32 in the rare case where
+    that decimal, read as a float64, would round elsewhere), with -0 as 0 and an int as a float. It
+    is what the count, the prior, the cache key, the audit log and the echo all use, so a question
+    gets one answer however it is spelled. Idempotent: the canonical bound of a canonical bound is
+    itself. A bounded cache keeps the formatting off the hot path for the bounds callers repeat.
+    """
+    hit = _canonical.get(value)  # -0.0 == 0.0 and 1 == 1.0: they share their entries
+    if hit is not None:
+        return hit
+    pack, unpack = _FLOAT32.pack, _FLOAT32.unpack
+    single = unpack(pack(value))[0] + 0.0
+    result = single
+    for digits in range(1, 10):  # nine significant digits always identify a float32
+        shortest = float(f"{single:.{digits}g}") + 0.0
+        if unpack(pack(shortest))[0] == single:
+            result = shortest
+            break
+    if len(_canonical) < _CANONICAL_CACHE:
+        _canonical[value] = result
+    return result
+
+
+def canonical_datasets(ids: list[str] | None) -> tuple[str, ...] | None:
+    """``datasetIds`` as one value for every spelling: sorted, without repeats; None (every dataset
+    the caller may query) when omitted or empty. Answers are per dataset, so the order never mattered."""
+    return tuple(sorted(set(ids))) if ids else None
 
 
 # The position and the dataset ids are checked by the validators below (whose messages say what a
@@ -147,6 +187,12 @@ class RequestParameters(BaseModel):
         if value is not None and not 0 <= value <= MAX_START:
             raise ValueError("start must be a 0-based position >= 0")
         return value
+
+    @field_validator("minValue", "maxValue")
+    @classmethod
+    def _canonical_bound(cls, value: float | None) -> float | None:
+        # after the range check: a bound is refused or kept as the caller wrote it, then made canonical
+        return None if value is None else canonical_bound(value)
 
     @field_validator("datasetIds")
     @classmethod
@@ -242,7 +288,12 @@ class BeaconRequestBody(BaseModel):
 
 @dataclass(frozen=True)
 class MethylationQuery:
-    """One validated query; ``probe`` is None when it is given by position."""
+    """One validated query in its canonical form; ``probe`` is None when it is given by position.
+
+    Every spelling of one question parses to the same value: the bounds canonical
+    (:func:`canonical_bound`; omitted bounds as 0 and 1), the datasets canonical
+    (:func:`canonical_datasets`), GET and POST alike; the fast path and the model agree on it.
+    """
 
     probe: str | None
     chromosome: str | None
@@ -253,14 +304,14 @@ class MethylationQuery:
 
     @classmethod
     def from_parameters(cls, p: RequestParameters) -> MethylationQuery:
-        lo = BETA_MIN if p.minValue is None else float(p.minValue)
-        hi = BETA_MAX if p.maxValue is None else float(p.maxValue)
+        """The canonical query of validated parameters (the model has made the bounds canonical)."""
+        lo = BETA_MIN if p.minValue is None else p.minValue
+        hi = BETA_MAX if p.maxValue is None else p.maxValue
         start = p.start if isinstance(p.start, int) or p.start is None else p.start[0]
-        datasets = tuple(dict.fromkeys(p.datasetIds)) if p.datasetIds else None
-        return cls(p.probeId, p.referenceName, start, lo, hi, datasets)
+        return cls(p.probeId, p.referenceName, start, lo, hi, canonical_datasets(p.datasetIds))
 
     def describe(self) -> dict:
-        """The query as the caller sent it (for echoes and the audit log)."""
+        """The query in its canonical form (for echoes and the audit log)."""
         where = (
             {"probeId": self.probe}
             if self.probe is not None
@@ -324,15 +375,17 @@ def _plain(raw: Any) -> MethylationQuery | None:
         lo = BETA_MIN
     # NaN and infinities fail the comparisons.
     elif (type(lo) is float or type(lo) is int) and BETA_MIN <= lo <= BETA_MAX:
-        lo = float(lo)
+        lo = _canonical_get(lo) or canonical_bound(lo)  # a cached 0.0 is falsy: computed again, the same
     else:
         return None
     hi = get("maxValue")
     if hi is None:
         hi = BETA_MAX
-    elif (type(hi) is float or type(hi) is int) and lo <= hi <= BETA_MAX:
-        hi = float(hi)
+    elif (type(hi) is float or type(hi) is int) and BETA_MIN <= hi <= BETA_MAX:
+        hi = _canonical_get(hi) or canonical_bound(hi)
     else:
+        return None
+    if lo > hi:  # compared canonical, as the model compares them
         return None
     ids = get("datasetIds")
     if ids is not None:
@@ -341,7 +394,7 @@ def _plain(raw: Any) -> MethylationQuery | None:
         for item in ids:
             if type(item) is not str or not _dataset_id(item):
                 return None
-        ids = tuple(dict.fromkeys(ids)) if ids else None
+        ids = canonical_datasets(ids)
     # MethylationQuery(...) without the frozen dataclass's per-field object.__setattr__ (a third of
     # the cost of an item); the test checks that this sets every field, and only the fields.
     query = _new(MethylationQuery)
