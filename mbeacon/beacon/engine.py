@@ -2,7 +2,11 @@
 
 For each request:
 
-1. resolve the datasets the caller may see and the probe of each query;
+1. resolve the datasets the caller may see and the probe of each query in each dataset it targets;
+   a query whose probe no targeted dataset has (an unknown ``probeId``, a position no probe is at)
+   refuses the whole request with :class:`UnknownProbe` (HTTP 400) before the ledger is touched: the
+   probe lists are public, so the refusal reveals nothing and nonsense spends nothing. A query is
+   answered by the targeted datasets that have its probe and skipped by the others;
 2. compute, outside any lock, ``alpha`` (patients with a value in the range, from the HDF5 store)
    and ``beta = N * P_prior(range)`` with N the **public** cohort size (never a per-probe count of
    non-missing values: docs/privacy.md explains why that would leak);
@@ -62,6 +66,19 @@ class Principal:
 
 class DatasetUnavailable(QueryError):
     """The dataset does not exist or the caller may not see it (one message for both: no leak)."""
+
+
+class UnknownProbe(QueryError):
+    """A query names a probe (by id or by position) that none of the datasets it targets has."""
+
+
+@dataclass
+class _Resolved:
+    """Per dataset: the queries it answers, the probe each resolved to and that probe's row."""
+
+    indices: list[int]
+    probes: list[str]
+    rows: list[int]
 
 
 class BudgetExhausted(RuntimeError):
@@ -232,26 +249,109 @@ class AnswerEngine:
         found = cohort.probes_at(q.chromosome or "", (q.start or 0) + 1)
         return found[0] if found else None
 
+    def _resolved(self, principal: Principal, queries: list[MethylationQuery]) -> dict[str, _Resolved]:
+        """Each targeted dataset's queries whose probe it has; :class:`UnknownProbe` (naming the
+        field, and the query's index in a batch) if a query's probe is in none of its datasets.
+
+        Runs before the ledger is touched, so a refused request spends nothing and records nothing.
+        """
+        targets = self._targets(principal, queries)
+        resolved: dict[str, _Resolved] = {}
+        found = [False] * len(queries)
+        for dataset in sorted(targets):
+            cohort = self.cohort(dataset)
+            indices = targets[dataset]
+            if len(indices) == 1:  # most requests: no arrays
+                probe = self._resolve(cohort, queries[indices[0]])
+                rows = [cohort.probe_row(probe) if probe is not None else -1]
+                probes = [probe]
+            else:
+                probes = [self._resolve(cohort, queries[i]) for i in indices]
+                rows = cohort.probe_index(np.array([p or "" for p in probes])).tolist()
+            kept = _Resolved([], [], [])
+            for i, probe, row in zip(indices, probes, rows, strict=True):
+                if row >= 0 and probe is not None:
+                    kept.indices.append(i)
+                    kept.probes.append(probe)
+                    kept.rows.append(row)
+                    found[i] = True
+            if kept.indices:
+                resolved[dataset] = kept
+        if not all(found):
+            targeted = defaultdict(list)
+            for dataset, indices in targets.items():
+                for i in indices:
+                    targeted[i].append(dataset)
+            missing = [i for i, ok in enumerate(found) if not ok and targeted[i]]
+            if missing:
+                raise self._unknown(queries, missing[0], sorted(targeted[missing[0]]))
+        return resolved
+
+    def _unknown(self, queries: list[MethylationQuery], index: int, datasets: list[str]) -> UnknownProbe:
+        """The refusal of query ``index``, whose probe none of ``datasets`` (all visible to the
+        caller) has: the field named as the parser names it, and a hint where one helps."""
+        q = queries[index]
+        where = f"query.requestParameters[{index}]" if len(queries) > 1 else "query.requestParameters"
+        shown = ", ".join(repr(d) for d in datasets[:5]) + (
+            f" and {len(datasets) - 5} more" if len(datasets) > 5 else ""
+        )
+        of = f"dataset {shown}" if len(datasets) == 1 else f"any of the datasets {shown}"
+        if q.probe is not None:
+            message = f"{where}.probeId: {q.probe!r} is not a probe of {of}"
+            lower = q.probe.lower()
+            if lower != q.probe and any(self.cohort(d).probe_row(lower) >= 0 for d in datasets):
+                message += f" (probe ids are case-sensitive: did you mean {lower!r}?)"
+        else:
+            at = f"{q.chromosome}:{q.start} (0-based start)"
+            if not any(self.cohort(d).info.has_positions for d in datasets):
+                message = (
+                    f"{where}.referenceName, start: {of} has no probe positions (no manifest was "
+                    "ingested); name the probe by probeId"
+                )
+            else:
+                message = f"{where}.referenceName, start: no probe of {of} is at {at}"
+        if len(queries) > 1:
+            message += "; the batch is refused whole (nothing was answered or spent)"
+        return UnknownProbe(message)
+
     def _work(
         self, dataset: str, indices: list[int], queries: list[MethylationQuery], granularity: str,
-        *, read_data: bool = True,
+        *, read_data: bool = True, resolved: _Resolved | None = None,
     ) -> _Work:  # fmt: skip
+        """alpha, beta, cache keys and audit texts of the queries ``indices`` on ``dataset``;
+        ``resolved`` (from :meth:`_resolved`) saves looking their probes up again."""
         cohort = self.cohort(dataset)
         policy = self.config.policy(dataset)
         qs = [queries[i] for i in indices]
-        probes = [self._resolve(cohort, q) for q in qs]
+        if resolved is not None:
+            probes: list[str | None] = list(resolved.probes)
+            rows: list[int] | None = resolved.rows
+        else:
+            probes, rows = [self._resolve(cohort, q) for q in qs], None
         # N public: never a per-probe count of non-missing values (see the module docstring)
         with_beta = policy.mechanism == "svt2" or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
             q, probe = qs[0], probes[0]
             n = cohort.n_patients
-            alpha = [float(self._alpha_one(cohort, probe, q.lo, q.hi)) if read_data else 0.0]
+            if not read_data:
+                alpha = [0.0]
+            elif rows is not None:
+                alpha = [float(cohort.count_one(rows[0], q.lo, q.hi))]
+            else:
+                alpha = [float(self._alpha_one(cohort, probe, q.lo, q.hi))]
             beta = [n * self._probability_one(dataset, probe, q.lo, q.hi) if with_beta else 0.0]
         else:
             ids = np.array([p or "" for p in probes])
             lo = np.array([q.lo for q in qs], dtype=np.float64)
             hi = np.array([q.hi for q in qs], dtype=np.float64)
-            alpha = self._alpha(cohort, ids, lo, hi).tolist() if read_data else [0.0] * len(qs)
+            if not read_data:
+                alpha = [0.0] * len(qs)
+            elif rows is not None:
+                alpha = (
+                    cohort.count_in_range(np.array(rows, dtype=np.int64), lo, hi).astype(np.float64).tolist()
+                )
+            else:
+                alpha = self._alpha(cohort, ids, lo, hi).tolist()
             beta = (
                 (cohort.n_patients * self._probability(dataset, ids, lo, hi)).tolist()
                 if with_beta
@@ -308,9 +408,9 @@ class AnswerEngine:
         self, principal: Principal, queries: list[MethylationQuery], granularity: str = "boolean"
     ) -> AnswerSet:
         """Answer every (query, dataset) pair; the ledger is committed before this returns."""
-        targets = self._targets(principal, queries)
+        targets = self._resolved(principal, queries)
         returned = self._granularity(principal, granularity, list(targets))
-        work = [self._work(d, targets[d], queries, returned) for d in sorted(targets)]
+        work = [self._work(d, r.indices, queries, returned, resolved=r) for d, r in targets.items()]
         answers: list[Answer] = []
         budgets: dict[str, dict] = {}
         spent: dict[str, int] = {}
@@ -354,10 +454,10 @@ class AnswerEngine:
 
     def answer_from_prior(self, principal: Principal, queries: list[MethylationQuery]) -> AnswerSet:
         """Test-mode answers: the public prior's answer to every query; no data read, no ledger, free."""
-        targets = self._targets(principal, queries)
+        targets = self._resolved(principal, queries)
         answers, budgets = [], {}
-        for dataset in sorted(targets):
-            w = self._work(dataset, targets[dataset], queries, "boolean", read_data=False)
+        for dataset, resolved in targets.items():
+            w = self._work(dataset, resolved.indices, queries, "boolean", read_data=False, resolved=resolved)
             threshold = self.new_params(dataset).threshold
             answers += [
                 Answer(i, dataset, probe, bool(b >= threshold), "prior")

@@ -5,7 +5,7 @@ POST body (the Beacon v2 request body; ``requestParameters`` may be a list: a ba
 order)::
 
     {"meta": {"apiVersion": "v2.0.0"},
-     "query": {"requestParameters": {"probeId": "cg00000029", "minValue": 0.6, "maxValue": 0.8,
+     "query": {"requestParameters": {"probeId": "cg00042144", "minValue": 0.6, "maxValue": 0.8,
                                      "datasetIds": ["demo-cohort"]},
                "requestedGranularity": "boolean", "includeResultsetResponses": "HIT"}}
 
@@ -139,7 +139,7 @@ class RequestParameters(BaseModel):
                 },
             ],
             "examples": [
-                {"probeId": "cg00000029", "minValue": 0.6, "maxValue": 0.8, "datasetIds": ["demo-cohort"]}
+                {"probeId": "cg00042144", "minValue": 0.6, "maxValue": 0.8, "datasetIds": ["demo-cohort"]}
             ],
         },
     )
