@@ -82,7 +82,7 @@ class InformationalMeta(BaseModel):
     returnedSchemas: list[SchemaPerEntity]
 
 
-class Pagination(BaseModel):
+class ReceivedPagination(BaseModel):
     """Pagination as requested (echoed; it pages records, and no records are returned)."""
 
     skip: Annotated[int, Field(ge=0, le=MAX_SKIP)]
@@ -128,7 +128,7 @@ class ReceivedRequestSummary(BaseModel):
     filters: list[str] = Field(
         max_length=0, description="Always empty: a request with filters is refused (400)."
     )
-    pagination: Pagination
+    pagination: ReceivedPagination
     requestedGranularity: Granularity
     includeResultsetResponses: Maybe[IncludeResultsets] = None
     requestParameters: Maybe[EchoedParameters] = Field(
