@@ -237,6 +237,15 @@ def test_request_parameters_are_echoed_as_answered(server) -> None:
     expected = {"methylation": {"probeId": probe, "minValue": 0.0, "maxValue": 0.5}}
     assert get["meta"]["receivedRequestSummary"]["requestParameters"] == expected
     assert post["meta"]["receivedRequestSummary"] == get["meta"]["receivedRequestSummary"]
+    # other spellings of one question: one echo (the canonical form), one summary
+    spelt = _answer(_get(server, "/api/methylation", key, params={"probeId": probe, "minValue": "-0",
+                                                                  "maxValue": "5e-1"}))  # fmt: skip
+    assert spelt["meta"]["receivedRequestSummary"] == get["meta"]["receivedRequestSummary"]
+    twice = {"probeId": probe, "maxValue": 0.5, "datasetIds": [DEMO_DATASET, DEMO_DATASET]}
+    echoed = _answer(_post(server, "/api/methylation", key, _body(twice)))["meta"]["receivedRequestSummary"]
+    assert echoed["requestParameters"] == {
+        "methylation": {**expected["methylation"], "datasetIds": [DEMO_DATASET]}
+    }
     batch = [{"probeId": probe, "minValue": 0.25}, {"probeId": probe, "datasetIds": [DEMO_DATASET]}]
     body = _answer(_post(server, "/api/methylation", key, _body(batch)))
     assert body["meta"]["receivedRequestSummary"]["requestParameters"] == {
