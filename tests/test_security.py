@@ -217,6 +217,13 @@ ACCESS: dict[tuple[str, str], Access] = {
     ),
     ("/api/prior/probes", "GET"): Access(static("/api/prior/probes", datasetId=DEMO, prefix="cg"), CATALOGUE),
     ("/api/datasets", "GET"): Access(static("/api/datasets"), CATALOGUE, listed_datasets),
+    ("/api/datasets/<dataset>", "GET"): Access(static(f"/api/datasets/{DEMO}"), CATALOGUE),
+    ("/api/datasets/<dataset>/methylation", "GET"): Access(
+        lambda w: (f"/api/datasets/{DEMO}/methylation", query_get(w)[1]), DATA, shared_anonymous=200
+    ),
+    ("/api/datasets/<dataset>/methylation", "POST"): Access(
+        lambda w: (f"/api/datasets/{DEMO}/methylation", query_post(w)[1]), DATA, shared_anonymous=200
+    ),
     ("/api/methylation", "GET"): Access(query_get, DATA, answered_datasets, shared_anonymous=200),
     ("/api/methylation", "POST"): Access(query_post, DATA, answered_datasets, shared_anonymous=200),
     ("/api/budget", "GET"): Access(static("/api/budget"), DATA, budget_datasets, shared_anonymous=200),
