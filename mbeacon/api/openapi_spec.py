@@ -9,14 +9,11 @@ describes the responses the server really gives.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mbeacon import __version__
-from mbeacon.api.admin import HOLDER_PATTERN
+from mbeacon.api.openapi_admin import admin_paths
 from mbeacon.api.openapi_build import BEARER, errors, json_body, ok, operation, path, query
 from mbeacon.api.openapi_components import components, query_string_parameters
 from mbeacon.beacon.config import ServiceConfig
-from mbeacon.beacon.wire import MAX_AUDIT_LIMIT
 
 
 def _framework_paths(rate: dict) -> dict:
@@ -229,93 +226,6 @@ def _docs_paths(rate: dict) -> dict:
     }
 
 
-def _admin_paths(rate: dict) -> dict:
-    no_key = "No key, malformed Authorization header, or invalid/revoked key."
-    guard = errors({401: no_key, 403: "Not an admin key (researcher keys cannot use the admin API)."})
-
-    def op(operation_id: str, summary: str, success: dict, *, bad: str | None = None,
-           more: dict[int, str] | None = None, **extra: Any) -> dict:  # fmt: skip
-        responses = {**success, **(errors({400: bad}) if bad else {}), **guard, **errors(more or {})}
-        if "body" in extra:
-            responses.update(errors({413: None}))
-        responses.update({**rate, **errors({503: None})})
-        return operation(operation_id, "admin", summary, responses, security=BEARER, **extra)
-
-    holder = path("holder", "Budget holder: `user:NAME`, `group:NAME`, `global` or `anonymous`.")
-    target = [holder, path("dataset", "Dataset id.")]
-    holder_schema = {"type": "string", "pattern": HOLDER_PATTERN}
-    no_dataset = {404: "No such dataset in the store."}
-    limit = {"type": "integer", "minimum": 1, "maximum": MAX_AUDIT_LIMIT, "default": 100}
-    return {
-        "/admin/users": {
-            "get": op("adminListUsers", "List users", {"200": ok("Every user.", "UsersResponse")}),
-            "post": op(
-                "adminAddUser",
-                "Create a user and mint their API key",
-                {"201": ok("The new user and their key (shown only this once).", "NewUserResponse")},
-                bad="The body does not validate.",
-                more={409: "A user of that name exists (revoked users too)."},
-                body=json_body("NewUser", "The new user."),
-            ),
-        },
-        "/admin/users/{name}/revoke": {
-            "parameters": [path("name", "User name.")],
-            "post": op(
-                "adminRevokeUser",
-                "Revoke a user's key (idempotent)",
-                {"200": ok("The user, now revoked.", "UserResponse")},
-                more={404: "No user of that name."},
-            ),
-        },
-        "/admin/budget": {
-            "get": op(
-                "adminListBudgets",
-                "List budget accounts",
-                {"200": ok("Budget accounts (opened by a first query).", "AccountsResponse")},
-                bad="holder is not a budget holder.",
-                parameters=[query("holder", holder_schema, "Only this budget holder's accounts.")],
-            )
-        },
-        "/admin/budget/{holder}/{dataset}": {
-            "parameters": target,
-            "put": op(
-                "adminSetBudget",
-                "Set the budget parameters of a holder's next account on a dataset",
-                {"200": ok("The parameters and when they apply.", "BudgetOverrideResponse")},
-                bad="The body does not validate, the budget holder is malformed, or count_epsilon is not "
-                "below epsilon.",
-                more=no_dataset,
-                description="Unset fields keep the dataset's policy. An open account keeps the parameters it "
-                "was opened under: the new ones apply after a budget reset.",
-                body=json_body("BudgetChange", "Parameter changes.", required=False),
-            ),
-        },
-        "/admin/budget/{holder}/{dataset}/reset": {
-            "parameters": target,
-            "post": op(
-                "adminResetBudget",
-                "Give a holder a fresh budget on a dataset (audited)",
-                {"200": ok("Whether an account existed.", "ResetResponse")},
-                bad='The body is not {"confirm": true}, or the budget holder is malformed.',
-                more=no_dataset,
-                body=json_body("Confirm", 'Explicit confirmation: {"confirm": true}.'),
-            ),
-        },
-        "/admin/audit": {
-            "get": op(
-                "adminAudit",
-                "Read the audit log, newest first",
-                {"200": ok("Audit entries.", "AuditResponse")},
-                bad=f"limit is not an integer from 1 to {MAX_AUDIT_LIMIT}, or holder is not a budget holder.",
-                parameters=[
-                    query("limit", limit, f"Most entries to return (1 to {MAX_AUDIT_LIMIT})."),
-                    query("holder", holder_schema, "Only entries about this budget holder."),
-                ],
-            )
-        },
-    }
-
-
 _DESCRIPTION = """\
 A privacy-preserving GA4GH Beacon v2 for DNA methylation. A query asks whether a dataset has at least
 T patients whose beta value at a CpG probe lies in [minValue, maxValue]; every answer is sanitised by
@@ -372,7 +282,7 @@ def openapi_document(server_url: str, config: ServiceConfig | None = None) -> di
             **_framework_paths(rate),
             **_methylation_paths(config, rate),
             **_docs_paths(rate),
-            **_admin_paths(rate),
+            **admin_paths(rate),
         },
         "components": components(config.max_batch),
     }
