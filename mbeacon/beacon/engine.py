@@ -77,7 +77,7 @@ class _Resolved:
     """Per dataset: the queries it answers, the probe each resolved to and that probe's row."""
 
     indices: list[int]
-    probes: list[str]
+    probes: list[str | None]  # never None here; typed as _work's probes
     rows: list[int]
 
 
@@ -261,13 +261,16 @@ class AnswerEngine:
         for dataset in sorted(targets):
             cohort = self.cohort(dataset)
             indices = targets[dataset]
-            if len(indices) == 1:  # most requests: no arrays
-                probe = self._resolve(cohort, queries[indices[0]])
-                rows = [cohort.probe_row(probe) if probe is not None else -1]
-                probes = [probe]
-            else:
-                probes = [self._resolve(cohort, queries[i]) for i in indices]
-                rows = cohort.probe_index(np.array([p or "" for p in probes])).tolist()
+            if len(indices) == 1:  # most requests: no arrays, no loop
+                i = indices[0]
+                probe = self._resolve(cohort, queries[i])
+                row = cohort.probe_row(probe) if probe is not None else -1
+                if row >= 0 and probe is not None:
+                    resolved[dataset] = _Resolved(indices, [probe], [row])
+                    found[i] = True
+                continue
+            probes = [self._resolve(cohort, queries[i]) for i in indices]
+            rows = cohort.probe_index(np.array([p or "" for p in probes])).tolist()
             kept = _Resolved([], [], [])
             for i, probe, row in zip(indices, probes, rows, strict=True):
                 if row >= 0 and probe is not None:
@@ -324,10 +327,13 @@ class AnswerEngine:
         policy = self.config.policy(dataset)
         qs = [queries[i] for i in indices]
         if resolved is not None:
-            probes: list[str | None] = list(resolved.probes)
+            probes = resolved.probes
             rows: list[int] | None = resolved.rows
         else:
-            probes, rows = [self._resolve(cohort, q) for q in qs], None
+            probes, rows = (
+                [self._resolve(cohort, q) for q in qs],
+                None,
+            )  # unresolved: an unknown probe counts 0
         # N public: never a per-probe count of non-missing values (see the module docstring)
         with_beta = policy.mechanism == "svt2" or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
