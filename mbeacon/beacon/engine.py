@@ -329,11 +329,8 @@ class AnswerEngine:
         if resolved is not None:
             probes = resolved.probes
             rows: list[int] | None = resolved.rows
-        else:
-            probes, rows = (
-                [self._resolve(cohort, q) for q in qs],
-                None,
-            )  # unresolved: an unknown probe counts 0
+        else:  # not resolved beforehand: an unknown probe counts 0
+            probes, rows = [self._resolve(cohort, q) for q in qs], None
         # N public: never a per-probe count of non-missing values (see the module docstring)
         with_beta = policy.mechanism == "svt2" or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
