@@ -35,7 +35,7 @@ EXTRA_PROBES = 50
 POLICY = {"c": 5, "epsilon": 1.0}
 DATASETS = {DEMO: {**POLICY}, CONTROLLED: {**POLICY, "tier": "CONTROLLED"}}
 ERROR = "responses/beaconErrorResponse.json"
-PROBE = "cg00000029"  # a probe of the demo cohort
+PROBE = "cg00042144"  # a probe of the demo cohort
 LIMIT = 512 * 1024  # max_body_bytes: the 100,000-deep bodies (up to 400 kB) fit under it
 FORGED_KEY = "mbk_0123456789ab_" + "A" * 43
 

@@ -38,7 +38,7 @@ from mbeacon.beacon.ledger import Ledger
 from mbeacon.store.demo import ensure_demo
 
 LIMIT = 4096  # max_body_bytes: small, so that bodies over it are cheap to send
-PROBE = "cg00000029"  # a probe of the demo cohort
+PROBE = "cg00042144"  # a probe of the demo cohort
 ERROR_SCHEMA = "responses/beaconErrorResponse.json"
 RESEARCHER = "/api/methylation"
 ADMIN = "/api/admin/users"

@@ -28,7 +28,7 @@ from mbeacon.api.auth import principal
 from mbeacon.api.openapi_spec import openapi_document
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon.engine import DatasetUnavailable
-from mbeacon.beacon.query import QueryError
+from mbeacon.beacon.query import QueryError, canonical_bound
 from mbeacon.beacon.wire import DATASET_PATTERN, PROBE_PATTERN
 from mbeacon.store.priors import NoPriorChosen
 
@@ -149,7 +149,7 @@ def _bound(name: str, default: float) -> float:
         raise QueryError(f"{name}: {text[:40]!r} is not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise QueryError(f"{name}: must be between 0 and 1, got {text[:40]!r}")
-    return value + 0.0  # -0.0 is 0.0
+    return canonical_bound(value)  # the bound the answer uses: the prior drawn is the one asked
 
 
 def _unknown_parameters(allowed: set[str]) -> None:
