@@ -228,3 +228,39 @@ def test_the_cli_refuses_what_the_admin_api_refuses(cli_config: Path) -> None:
     audit = Ledger.open(f"sqlite:///{cli_config.parent}/ledger.sqlite3").audit_log()
     assert (audit[0]["event"], audit[0]["principal"]) == ("budget_set", "user:alice")
     assert all(e["actor"].startswith("cli:") for e in audit)
+
+
+def test_one_name_rule_over_http_and_on_the_command_line(tmp_path: Path, cli_config: Path) -> None:
+    """Against a real gunicorn server: the admin API and the CLI, on one ledger, refuse the same
+    respellings of a revoked name, and a holder in another spelling addresses the same budget."""
+    import subprocess
+    import sys
+
+    import httpx
+    from servers import BeaconServer
+
+    from mbeacon.store.demo import DEMO_DATASET
+
+    ledger_url = f"sqlite:///{cli_config.parent}/ledger.sqlite3"
+    ledger = Ledger.open(ledger_url)
+    admin = operations.add_user(ledger, operations.validated_user(name="ops", role="admin"), actor="test")
+    ledger.close()
+    cli = [sys.executable, "-m", "mbeacon.cli"]
+    with BeaconServer(cli_config, tmp_path, workers=1, threads=2) as server:
+        headers = {"Authorization": f"Bearer {admin}"}
+        with httpx.Client(base_url=server.url + "/api/admin", headers=headers, timeout=30) as client:
+            created = client.post("/users", json={"name": "Dup2"})
+            assert created.status_code == 201 and created.json()["response"]["user"]["name"] == "dup2"
+            assert client.post("/users/DUP2/revoke").status_code == 200
+            for spelling in ("dup2", "dup2 ", "ｄｕｐ２"):
+                again = client.post("/users", json={"name": spelling})
+                assert again.status_code == 409, again.text
+                done = subprocess.run([*cli, "users", "add", spelling, "--config", str(cli_config)],
+                                      capture_output=True, text=True, timeout=60)  # fmt: skip
+                assert done.returncode == 2 and "'dup2' exists" in done.stderr
+            assert client.post("/users", json={"name": "user:dup3"}).status_code == 400
+            changed = client.put(f"/budget/User:Alice/{DEMO_DATASET}", json={"c": 3})
+            assert changed.status_code == 200 and changed.json()["response"]["budgetHolder"] == "user:alice"
+    events = [(e["event"], e["principal"]) for e in Ledger.open(ledger_url).audit_log()]
+    assert ("budget_set", "user:alice") in events
+    assert [e for e, _ in events].count("user_add") == 2  # ops and dup2: no respelling got through
