@@ -4,7 +4,8 @@ The core install serves the beacon, runs the demo and manages the ledger and the
 libraries only some commands use are extras, so that a plain ``pip install`` stays small:
 
 * ``attack``: the membership-inference evaluation, the live attack, the experiments and every figure
-  (Dask's ``distributed``, ``matplotlib``, ``httpx``);
+  (Dask's ``distributed``, ``matplotlib``, ``httpx``, and ``scikit-learn`` for the DSSGD experiment's
+  bundled data set);
 * ``postgres``: a PostgreSQL ledger (``psycopg``, ``psycopg_pool``);
 * ``redis``: a rate limit shared through Redis (``redis``).
 
@@ -26,7 +27,7 @@ from mbeacon.cli._ui import fail
 
 #: The importable modules each extra provides (pyproject.toml's [project.optional-dependencies]).
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "attack": ("distributed", "matplotlib", "httpx"),
+    "attack": ("distributed", "matplotlib", "httpx", "sklearn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "redis": ("redis",),
 }
