@@ -9,6 +9,8 @@ Modules, each using only those before it:
 * :mod:`~mbeacon.privacy.noise`: the samplers and their exact distribution functions;
 * :mod:`~mbeacon.privacy.sparse_vector`: the SVT family (one engine, a thin wrapper per mechanism);
 * :mod:`~mbeacon.privacy.selection`: exponential mechanism, report-noisy-max, top-k, unknown-domain top-k;
+* :mod:`~mbeacon.privacy.clipping`: the automatic clipping bound (AboveThreshold), DP sum and mean;
+* :mod:`~mbeacon.privacy.range_queries`: Sparse picks the range queries worth answering, Laplace answers;
 * :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule, composition, pay-what-you-get;
 * :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): the service's mechanism;
 * :mod:`~mbeacon.privacy.faulty`: incorrect SVT variants, kept as the audit's controls;
@@ -19,10 +21,13 @@ from mbeacon.privacy.accounting import (
     PayWhatYouGet,
     PayWhatYouGetExhausted,
     advanced_composition,
+    auto_clip_epsilon,
     bounded_range_composition,
+    range_query_svt_epsilon,
     svt2_epsilon,
     svt2_spent,
 )
+from mbeacon.privacy.clipping import AutoClipRelease, auto_clip_batch, auto_clip_bound, auto_mean, auto_sum
 from mbeacon.privacy.noise import (
     discrete_laplace,
     discrete_laplace_pmf,
@@ -32,6 +37,7 @@ from mbeacon.privacy.noise import (
     lattice_laplace,
     uniform,
 )
+from mbeacon.privacy.range_queries import range_counts, range_query_svt, range_query_svt_batch
 from mbeacon.privacy.selection import (
     TopKRelease,
     exponential_mechanism,
@@ -77,6 +83,7 @@ __all__ = [
     "BOT",
     "TOP",
     "UNANSWERED",
+    "AutoClipRelease",
     "NumericAnswers",
     "PayWhatYouGet",
     "PayWhatYouGetExhausted",
@@ -86,6 +93,11 @@ __all__ = [
     "above_threshold",
     "above_threshold_batch",
     "advanced_composition",
+    "auto_clip_batch",
+    "auto_clip_bound",
+    "auto_clip_epsilon",
+    "auto_mean",
+    "auto_sum",
     "bounded_range_composition",
     "discrete_laplace",
     "discrete_laplace_pmf",
@@ -100,6 +112,10 @@ __all__ = [
     "lattice_laplace",
     "numeric_sparse",
     "numeric_sparse_batch",
+    "range_counts",
+    "range_query_svt",
+    "range_query_svt_batch",
+    "range_query_svt_epsilon",
     "report_noisy_max",
     "report_noisy_max_batch",
     "sparse",

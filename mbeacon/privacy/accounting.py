@@ -30,7 +30,10 @@ __all__ = [
     "PayWhatYouGet",
     "PayWhatYouGetExhausted",
     "advanced_composition",
+    "auto_clip_epsilon",
     "bounded_range_composition",
+    "dssgd_epsilon",
+    "range_query_svt_epsilon",
     "svt2_epsilon",
     "svt2_spent",
 ]
@@ -71,6 +74,44 @@ def svt2_spent(
 def svt2_epsilon(epsilon1: float, epsilon2: float, c: int, *, redraw: bool) -> float:
     """Total privacy cost of one SVT² run: ``2(eps1+eps2)``, or ``2(c*eps1+eps2)`` with redraw."""
     return svt2_spent(epsilon1, epsilon2, c, c, redraw=redraw)
+
+
+# --- automatic clipping bound and range queries (clipping.py, range_queries.py) -------------------
+
+
+def auto_clip_epsilon(epsilon_svt: float, epsilon_sum: float, epsilon_count: float) -> float:
+    """Cost of one automatic-clipping release: ``eps_svt + eps_sum + eps_count`` (sequential
+    composition of AboveThreshold over any grid, the clipped sum and the count)."""
+    return (
+        positive(epsilon_svt, "epsilon_svt")
+        + positive(epsilon_sum, "epsilon_sum")
+        + positive(epsilon_count, "epsilon_count")
+    )
+
+
+def range_query_svt_epsilon(epsilon_sparse: float, answer_scale: float, c: int) -> float:
+    """Cost of one ``range_query_svt`` run: ``eps_sparse + c / answer_scale``, for any number of queries.
+
+    Sparse costs ``eps_sparse`` however long the stream; each of at most ``c`` answers is a
+    sensitivity-1 count with ``Lap(answer_scale)``, ``1/answer_scale`` each. With the textbook's split
+    (``eps/2`` and scale ``2c/eps``) this is ``eps``.
+    """
+    answers = integer(c, "c") / positive(answer_scale, "answer_scale")
+    return positive(epsilon_sparse, "epsilon_sparse") + answers
+
+
+# --- DSSGD (dssgd.py) -------------------------------------------------------------------------------
+
+
+def dssgd_epsilon(epsilon_per_epoch: float, epochs: int) -> float:
+    """Cost to one DSSGD participant of ``epochs`` epochs at ``epsilon_per_epoch``: their product.
+
+    Each epoch's upload is one :func:`~mbeacon.privacy.dssgd.dssgd_select` run (``epsilon``-DP, a
+    reduction to NumericSparse) on the participant's data and the public global model; the epochs
+    compose sequentially (basic composition; :func:`advanced_composition` gives an
+    ``(eps, delta)`` bound for many epochs).
+    """
+    return positive(epsilon_per_epoch, "epsilon_per_epoch") * integer(epochs, "epochs")
 
 
 # --- composition ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbeacon.privacy import faulty, selection, sparse_vector
+from mbeacon.privacy import clipping, dssgd, faulty, range_queries, selection, sparse_vector
 from mbeacon.privacy.accounting import svt2_epsilon
 from mbeacon.privacy.audit.events import Outputs
 from mbeacon.privacy.svt2 import svt2_allocate, svt2_batch
@@ -137,6 +137,95 @@ def _retraversal(epsilon1: float, epsilon2: float, c: int) -> Runner:
         return Outputs(picked.astype(np.int16))
 
     return run
+
+
+AUTO_CLIP_GRID = np.geomspace(0.5, 64.0, 8)  # 8 candidate bounds: the chosen index is one output code
+
+
+def auto_clip_patterns() -> list[InputPair]:
+    """Columns of 12 rows that differ in one row (replaced, added or removed), around the grid."""
+    base = np.r_[np.full(6, 1.0), np.full(6, 6.0)]
+    return [
+        InputPair("one row replaced by a large value", base, np.r_[base[:-1], 60.0]),
+        InputPair("one row replaced by 0", base, np.r_[0.0, base[1:]]),
+        InputPair("one large row added", base, np.r_[base, 60.0]),
+        InputPair("one row removed", base, base[1:]),
+        InputPair("all small, one beyond the grid", np.full(12, 0.4), np.r_[np.full(11, 0.4), 500.0]),
+    ]
+
+
+def _auto_clip(fn: Callable[..., clipping.AutoClipRelease], **kwargs) -> Runner:
+    def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
+        release = fn(x, runs=runs, rng=rng, grid=AUTO_CLIP_GRID, **kwargs)
+        values = np.c_[release.noisy_sum, release.noisy_count]
+        return Outputs(release.index.reshape(runs, 1).astype(np.int16), values)
+
+    return run
+
+
+def svt_application_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
+    """The automatic clipping bound, range queries worth answering, and the clipping bound's broken twin."""
+    eps = epsilon
+    svt_pairs = tuple(statdp_patterns())
+    return [
+        AuditTarget(
+            "auto-clip",
+            eps,
+            _auto_clip(clipping.auto_clip_batch, epsilon=eps, threshold=0.0),
+            tuple(auto_clip_patterns()),
+            "pass",
+            "automatic clipping bound (AboveThreshold over 8 bounds), noisy sum and count, thirds",
+        ),
+        AuditTarget(
+            "range-queries",
+            eps,
+            _numeric(range_queries.range_query_svt_batch, epsilon=eps, c=2),
+            svt_pairs,
+            "pass",
+            "range queries worth answering: Sparse at eps/2, c = 2 answers at Lap(2c/eps)",
+        ),
+        AuditTarget(
+            "auto-clip-exact-bound",
+            eps,
+            _auto_clip(faulty.auto_clip_exact_bound_batch, epsilon=eps),
+            tuple(auto_clip_patterns()),
+            "violation",
+            "incorrect: clipping bound from the data's maximum; true cost inf",
+        ),
+    ]
+
+
+def dssgd_patterns(k: int = 8) -> list[InputPair]:
+    """StatDP's patterns as gradient coordinates, and the same with every coordinate negated: the
+    selection compares ``|g_j|`` and uploads the signed ``g_j``, so both signs are exercised."""
+    base = statdp_patterns(k)
+    return base + [InputPair(f"{p.name}, negated", -p.first, -p.second) for p in base]
+
+
+def dssgd_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
+    """DSSGD's gradient selection (c = 2, gamma = 3, Df = 1) and its broken twin with exact values."""
+    eps = epsilon
+    pairs = tuple(dssgd_patterns())
+    kwargs = {"epsilon": eps, "c": 2, "clip": 3.0, "sensitivity": 1.0}
+    return [
+        AuditTarget(
+            "dssgd-selection",
+            eps,
+            _numeric(dssgd.dssgd_select_batch, **kwargs),
+            pairs,
+            "pass",
+            "DSSGD gradient upload: NumericSparse over |g_j| in a random order, signed noisy values, c = 2",
+        ),
+        AuditTarget(
+            "dssgd-exact-values",
+            eps,
+            _numeric(faulty.dssgd_exact_values_batch, **kwargs),
+            pairs,
+            "violation",
+            "incorrect: DSSGD uploading exact values; true cost "
+            f"{faulty.true_epsilon('dssgd-exact-values', eps, 2):g}",
+        ),
+    ]
 
 
 def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
@@ -302,4 +391,10 @@ def naive_svt2_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
 
 
 def all_targets(epsilon: float = DEFAULT_EPSILON) -> dict[str, AuditTarget]:
-    return {t.name: t for t in targets(epsilon) + naive_svt2_targets(epsilon)}
+    everything = (
+        targets(epsilon)
+        + naive_svt2_targets(epsilon)
+        + svt_application_targets(epsilon)
+        + dssgd_targets(epsilon)
+    )
+    return {t.name: t for t in everything}
