@@ -11,6 +11,7 @@ Modules, each using only those before it:
 * :mod:`~mbeacon.privacy.selection`: exponential mechanism, report-noisy-max, top-k, unknown-domain top-k;
 * :mod:`~mbeacon.privacy.clipping`: the automatic clipping bound (AboveThreshold), DP sum and mean;
 * :mod:`~mbeacon.privacy.range_queries`: Sparse picks the range queries worth answering, Laplace answers;
+* :mod:`~mbeacon.privacy.dssgd`: DSSGD's gradient upload (NumericSparse over a gradient's coordinates);
 * :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule, composition, pay-what-you-get;
 * :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): the service's mechanism;
 * :mod:`~mbeacon.privacy.faulty`: incorrect SVT variants, kept as the audit's controls;
@@ -23,11 +24,13 @@ from mbeacon.privacy.accounting import (
     advanced_composition,
     auto_clip_epsilon,
     bounded_range_composition,
+    dssgd_epsilon,
     range_query_svt_epsilon,
     svt2_epsilon,
     svt2_spent,
 )
 from mbeacon.privacy.clipping import AutoClipRelease, auto_clip_batch, auto_clip_bound, auto_mean, auto_sum
+from mbeacon.privacy.dssgd import dssgd_select, dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
 from mbeacon.privacy.noise import (
     discrete_laplace,
     discrete_laplace_pmf,
@@ -102,6 +105,11 @@ __all__ = [
     "discrete_laplace",
     "discrete_laplace_pmf",
     "discrete_laplace_sf",
+    "dssgd_epsilon",
+    "dssgd_select",
+    "dssgd_select_batch",
+    "dssgd_sensitivity",
+    "dssgd_upload_count",
     "exponential_mechanism",
     "exponential_mechanism_batch",
     "generalized_svt",
