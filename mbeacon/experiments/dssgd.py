@@ -340,7 +340,7 @@ def plot_results(results: dict[str, Any], path: str | Path) -> Path:
                 ax.set_title(f"N = {cfg['base_participants']}")
         ax.set_ylabel("test accuracy")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="best")
     fig.suptitle("DSSGD (Shokri-Shmatikov) on scikit-learn digits, logistic regression", fontsize=11)
     fig.tight_layout()
     path = Path(path)
