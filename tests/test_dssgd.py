@@ -9,6 +9,7 @@ import pytest
 
 from mbeacon.privacy import dssgd_epsilon, faulty
 from mbeacon.privacy.audit import all_targets, audit_target
+from mbeacon.privacy.audit.registry import AuditTarget, _numeric, dssgd_patterns
 from mbeacon.privacy.dssgd import dssgd_select, dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 
@@ -108,3 +109,18 @@ def test_audit_passes_the_selection_and_catches_the_exact_values_twin() -> None:
     bad = audit_target(targets["dssgd-exact-values"], runs=20_000, seed=19)
     assert bad.verdict == "violation" and bad.p_value < 1e-6
     assert faulty.true_epsilon("dssgd-exact-values", 0.5, 2) == math.inf
+
+
+def test_the_audit_has_the_power_to_see_a_selection_spending_four_times_its_claim() -> None:
+    """The pass above is not for want of power: the same patterns and events flag the selection run
+    at 4 eps while claiming eps."""
+    target = AuditTarget(
+        "dssgd-selection-at-4-eps",
+        0.5,
+        _numeric(dssgd_select_batch, epsilon=2.0, c=2, clip=3.0, sensitivity=1.0),
+        tuple(dssgd_patterns()),
+        "probe",
+        "DSSGD selection configured for 4 x the claimed epsilon",
+    )
+    result = audit_target(target, runs=50_000, seed=1)
+    assert result.verdict == "violation" and result.p_value < 0.01
