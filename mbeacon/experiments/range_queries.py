@@ -10,7 +10,7 @@ ages are).
 
 Each stream has ``k`` range queries (``k`` = 10 ... 10,000): ``c`` broad ranges (width 0.2 to 0.5,
 counts in the tens of thousands) at random positions among narrow ones (width 10^-5 to 10^-3, counts
-up to about a thousand), threshold ``T`` = 2,000, ``c`` = 5. At one total epsilon it reports the
+up to about 700), threshold ``T`` = 2,000, ``c`` = 5. At one total epsilon it reports the
 released answers' mean absolute error, the share of the broad ranges found (recall) and of the
 answers that are broad ranges (precision), next to the Laplace mechanism answering every query at
 the same total epsilon (each at ``eps/k``).
