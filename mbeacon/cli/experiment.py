@@ -183,7 +183,7 @@ def _dssgd_table(results: dict[str, Any]) -> Table:
     help="Directory for results.json and dssgd.png.",
 )
 @click.option(
-    "--runs", type=click.IntRange(min=1), default=None, help="Repetitions [default: 5; 3 with --quick]."
+    "--runs", type=click.IntRange(min=1), default=None, help="Repetitions, one split each [default: 5]."
 )
 @click.option(
     "--epochs",
@@ -192,7 +192,7 @@ def _dssgd_table(results: dict[str, Any]) -> Table:
     help="Training epochs [default: 100; 40 with --quick].",
 )
 @click.option("--seed", type=int, default=2015, show_default=True, help="Seed for the splits and the noise.")
-@click.option("--quick", is_flag=True, help="The epsilon sweep only, 40 epochs, 3 runs: seconds.")
+@click.option("--quick", is_flag=True, help="The epsilon sweep only (1, 100, 1000, inf), 40 epochs: seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @needs_extra("attack")
 def dssgd_command(
