@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.privacy import accounting, noise, selection, sparse_vector, validation
+from mbeacon.privacy import accounting, clipping, noise, range_queries, selection, sparse_vector, validation
 from mbeacon.privacy.svt2 import SVT2Params, svt2, svt2_allocate, svt2_batch
 
 ANSWERS = [1.0, 2.0, 3.0, 0.0]
@@ -205,6 +205,37 @@ CASES = {
         delta="delta",
         restricted_sensitivity="count",
     ),
+    # the SVT applications: automatic clipping bound, range queries
+    **{
+        name: _case(fn, {"values": [1.0, 5.0, 20.0], "epsilon": 1.0, "threshold": -1.0, "rng": 1}, **kinds)
+        for name, fn, kinds in [
+            ("auto_clip_batch", clipping.auto_clip_batch, {"epsilon": "positive", "threshold": "finite"}),
+            ("auto_clip_bound", clipping.auto_clip_bound, {"epsilon": "positive", "threshold": "finite"}),
+            ("auto_sum", clipping.auto_sum, {"epsilon": "positive", "threshold": "finite"}),
+            ("auto_mean", clipping.auto_mean, {"epsilon": "positive", "threshold": "finite"}),
+        ]
+    },
+    **{
+        name: _case(
+            fn,
+            {
+                "counts": [3, 50, 2, 80],
+                "threshold": 10.0,
+                "epsilon": 1.0,
+                "c": 2,
+                "sparse_share": 0.5,
+                "rng": 1,
+            },
+            threshold="finite_array",
+            epsilon="positive",
+            c="count",
+            sparse_share="fraction",
+        )
+        for name, fn in [
+            ("range_query_svt", range_queries.range_query_svt),
+            ("range_query_svt_batch", range_queries.range_query_svt_batch),
+        ]
+    },
     # accounting
     "svt2_spent": _case(
         accounting.svt2_spent,
@@ -229,6 +260,20 @@ CASES = {
             ("bounded_range_composition", accounting.bounded_range_composition),
         ]
     },
+    "auto_clip_epsilon": _case(
+        accounting.auto_clip_epsilon,
+        {"epsilon_svt": 0.1, "epsilon_sum": 0.1, "epsilon_count": 0.1},
+        epsilon_svt="positive",
+        epsilon_sum="positive",
+        epsilon_count="positive",
+    ),
+    "range_query_svt_epsilon": _case(
+        accounting.range_query_svt_epsilon,
+        {"epsilon_sparse": 0.5, "answer_scale": 10.0, "c": 5},
+        epsilon_sparse="positive",
+        answer_scale="positive",
+        c="count",
+    ),
     "PayWhatYouGet": _case(
         accounting.PayWhatYouGet,
         {"k_star": 5, "l_star": 3, "epsilon": 1.0, "delta": 1e-6, "delta_prime": 1e-9},
@@ -315,6 +360,8 @@ def test_every_exported_mechanism_is_covered() -> None:
         "PayWhatYouGetExhausted",
         "SVT2State",
         "TopKRelease",
+        "AutoClipRelease",  # the released numbers of the automatic clipping bound
+        "range_counts",  # true counts, no noise: the input of range_query_svt
         "svt2_release",  # the answers from public flags and the public prior
         "svt2_resume",  # run with an SVT2Params, checked when it was built
         "svt2_step",
