@@ -16,7 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.privacy import accounting, clipping, noise, range_queries, selection, sparse_vector, validation
+from mbeacon.privacy import (
+    accounting,
+    clipping,
+    dssgd,
+    noise,
+    range_queries,
+    selection,
+    sparse_vector,
+    validation,
+)
 from mbeacon.privacy.svt2 import SVT2Params, svt2, svt2_allocate, svt2_batch
 
 ANSWERS = [1.0, 2.0, 3.0, 0.0]
@@ -282,6 +291,45 @@ CASES = {
         epsilon="positive",
         delta="delta",
         delta_prime="delta",
+    ),
+    # DSSGD's gradient upload
+    **{
+        name: _case(
+            fn,
+            {
+                **extra,
+                "threshold": 0.5,
+                "epsilon": 1.0,
+                "c": 2,
+                "clip": 1.0,
+                "sensitivity": 0.1,
+                "rng": 1,
+            },
+            threshold="finite",
+            epsilon="positive",
+            c="count",
+            clip="positive",
+            sensitivity="positive",
+        )
+        for name, fn, extra in [
+            ("dssgd_select", dssgd.dssgd_select, {"gradient": np.array([0.3, -0.8, 0.1])}),
+            ("dssgd_select_batch", dssgd.dssgd_select_batch, {"gradients": np.ones((2, 3)), "runs": 2}),
+        ]
+    },
+    "dssgd_sensitivity": _case(
+        dssgd.dssgd_sensitivity, {"clip": 1.0, "n_samples": 100}, clip="positive", n_samples="count"
+    ),
+    "dssgd_upload_count": _case(
+        dssgd.dssgd_upload_count,
+        {"upload_fraction": 0.1, "n_parameters": 650},
+        upload_fraction="positive",
+        n_parameters="count",
+    ),
+    "dssgd_epsilon": _case(
+        accounting.dssgd_epsilon,
+        {"epsilon_per_epoch": 1.0, "epochs": 10},
+        epsilon_per_epoch="positive",
+        epochs="count",
     ),
     # SVT²
     "SVT2Params": _case(
