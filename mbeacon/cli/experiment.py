@@ -54,7 +54,8 @@ def _summary_tables(results: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def _run_with_progress(config: lyu_su_li.ExperimentConfig) -> dict[str, Any]:
+def _run_steps(module: Any, config: Any) -> dict[str, Any]:
+    """Run ``module.run_experiment(config)`` under a progress bar of ``module.count_steps(config)``."""
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -62,12 +63,34 @@ def _run_with_progress(config: lyu_su_li.ExperimentConfig) -> dict[str, Any]:
         TimeElapsedColumn(),
     )
     with progress(*columns) as bar:
-        task = bar.add_task("starting", total=lyu_su_li.count_steps(config))
+        task = bar.add_task("starting", total=module.count_steps(config))
+        return module.run_experiment(
+            config, on_step=lambda text: bar.update(task, advance=1, description=text)
+        )
 
-        def step(description: str) -> None:
-            bar.update(task, advance=1, description=description)
 
-        return lyu_su_li.run_experiment(config, on_step=step)
+def _write(results: dict[str, Any], module: Any, out_dir: Path, name: str) -> tuple[Path, Path]:
+    """``results.json`` and the experiment's figure ``NAME.png`` in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "results.json"
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    return json_path, module.plot_results(results, out_dir / f"{name}.png")
+
+
+def _finish(
+    results: dict[str, Any], tables: list[Table], what: str, paths: tuple[Path, Path], as_json: bool
+) -> None:
+    """The summary tables and one closing line (on stderr with ``--json``), then the JSON on stdout."""
+    console = Console(stderr=as_json)
+    for table in tables:
+        console.print(table)
+    json_path, png_path = paths
+    console.print(
+        f"{what}, {results['elapsed_seconds']:.1f} s. "
+        f"Wrote [bold]{json_path}[/bold] and [bold]{png_path}[/bold]."
+    )
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
 
 
 @experiment.command(
@@ -110,23 +133,14 @@ def lyu_su_li_command(
     out_dir: Path, runs: int | None, records: int | None, seed: int, quick: bool, as_json: bool
 ) -> None:
     """Run the experiment, write its files and print the summary."""
-    console = Console(stderr=as_json)
     config = lyu_su_li.quick_config(seed=seed) if quick else lyu_su_li.ExperimentConfig(seed=seed)
     overrides = {key: value for key, value in (("runs", runs), ("n_records", records)) if value is not None}
     config = replace(config, **overrides)
-    results = _run_with_progress(config)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
-    json_path.write_text(json.dumps(results, indent=2) + "\n")
-    png_path = lyu_su_li.plot_results(results, out_dir / "lyu-su-li.png")
-    for table in _summary_tables(results):
-        console.print(table)
-    console.print(
-        f"{config.runs} runs per point, seed {config.seed}, {results['elapsed_seconds']:.1f} s. "
-        f"Wrote [bold]{json_path}[/bold] and [bold]{png_path}[/bold]."
+    results = _run_steps(lyu_su_li, config)
+    paths = _write(results, lyu_su_li, out_dir, "lyu-su-li")
+    _finish(
+        results, _summary_tables(results), f"{config.runs} runs per point, seed {config.seed}", paths, as_json
     )
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
 
 
 def _dssgd_table(results: dict[str, Any]) -> Table:
@@ -201,57 +215,16 @@ def dssgd_command(
     """Run the experiment, write its files and print the summary."""
     from mbeacon.experiments import dssgd
 
-    console = Console(stderr=as_json)
     config = dssgd.quick_config(seed=seed) if quick else dssgd.ExperimentConfig(seed=seed)
     overrides = {key: value for key, value in (("runs", runs), ("epochs", epochs)) if value is not None}
     config = replace(config, **overrides)
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with progress(*columns) as bar:
-        task = bar.add_task("starting", total=dssgd.count_steps(config))
-        results = dssgd.run_experiment(
-            config, on_step=lambda text: bar.update(task, advance=1, description=text)
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
-    json_path.write_text(json.dumps(results, indent=2) + "\n")
-    png_path = dssgd.plot_results(results, out_dir / "dssgd.png")
-    console.print(_dssgd_table(results))
-    console.print(
-        f"{config.runs} runs per point, {config.epochs} epochs, seed {config.seed}, "
-        f"{results['elapsed_seconds']:.1f} s. Wrote [bold]{json_path}[/bold] and [bold]{png_path}[/bold]."
-    )
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
+    results = _run_steps(dssgd, config)
+    paths = _write(results, dssgd, out_dir, "dssgd")
+    what = f"{config.runs} runs per point, {config.epochs} epochs, seed {config.seed}"
+    _finish(results, [_dssgd_table(results)], what, paths, as_json)
 
 
 # --- the SVT applications of the textbook: automatic clipping bound, range queries ------------------
-
-
-def _run_steps(module: Any, config: Any) -> dict[str, Any]:
-    """Run ``module.run_experiment(config)`` under a progress bar of ``module.count_steps(config)``."""
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with progress(*columns) as bar:
-        task = bar.add_task("starting", total=module.count_steps(config))
-        return module.run_experiment(
-            config, on_step=lambda text: bar.update(task, advance=1, description=text)
-        )
-
-
-def _write(results: dict[str, Any], module: Any, out_dir: Path, name: str) -> tuple[Path, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
-    json_path.write_text(json.dumps(results, indent=2) + "\n")
-    return json_path, module.plot_results(results, out_dir / f"{name}.png")
 
 
 def _auto_clip_tables(results: dict[str, Any]) -> list[Table]:
@@ -303,20 +276,18 @@ def auto_clip_command(out_dir: Path, runs: int | None, seed: int, quick: bool, a
     """Run the experiment, write its files and print the summary."""
     from mbeacon.experiments import auto_clip
 
-    console = Console(stderr=as_json)
     config = auto_clip.quick_config(seed=seed) if quick else auto_clip.ExperimentConfig(seed=seed)
     if runs is not None:
         config = replace(config, runs=runs)
     results = _run_steps(auto_clip, config)
-    json_path, png_path = _write(results, auto_clip, out_dir, "auto-clip")
-    for table in _auto_clip_tables(results):
-        console.print(table)
-    console.print(
-        f"{config.runs} runs per point, seed {config.seed}, {results['elapsed_seconds']:.1f} s. "
-        f"Wrote [bold]{json_path}[/bold] and [bold]{png_path}[/bold]."
+    paths = _write(results, auto_clip, out_dir, "auto-clip")
+    _finish(
+        results,
+        _auto_clip_tables(results),
+        f"{config.runs} runs per point, seed {config.seed}",
+        paths,
+        as_json,
     )
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
 
 
 def _range_queries_table(results: dict[str, Any]) -> Table:
@@ -372,16 +343,10 @@ def range_queries_command(out_dir: Path, runs: int | None, seed: int, quick: boo
     """Run the experiment, write its files and print the summary."""
     from mbeacon.experiments import range_queries
 
-    console = Console(stderr=as_json)
     config = range_queries.quick_config(seed=seed) if quick else range_queries.ExperimentConfig(seed=seed)
     if runs is not None:
         config = replace(config, runs=runs)
     results = _run_steps(range_queries, config)
-    json_path, png_path = _write(results, range_queries, out_dir, "range-queries")
-    console.print(_range_queries_table(results))
-    console.print(
-        f"{config.runs} streams per point, seed {config.seed}, {results['elapsed_seconds']:.1f} s. "
-        f"Wrote [bold]{json_path}[/bold] and [bold]{png_path}[/bold]."
-    )
-    if as_json:
-        click.echo(json.dumps(results, indent=2))
+    paths = _write(results, range_queries, out_dir, "range-queries")
+    what = f"{config.runs} streams per point, seed {config.seed}"
+    _finish(results, [_range_queries_table(results)], what, paths, as_json)
