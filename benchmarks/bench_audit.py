@@ -10,12 +10,9 @@ There is no baseline implementation to time side by side: the figure is compared
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
-from benchmarks.common import Result, skipped, time_once
+from benchmarks.common import Result, mbeacon_command, skipped, time_once
 
 GROUP = "audit"
 NAME = "audit: mbeacon audit --json, wall clock"
@@ -25,18 +22,10 @@ TIMEOUT_S = 3 * TARGET_S  # a run past the target still gets its time measured, 
 TARGET_TEXT = "<= 120 s"
 
 
-def _command() -> list[str] | None:
-    local = Path(sys.executable).with_name("mbeacon")
-    if local.exists():
-        return [str(local)]
-    found = shutil.which("mbeacon")
-    return [found] if found else None
-
-
 def run(quick: bool) -> list[Result]:
     if quick:
         return [skipped(NAME, "not run with --quick (full run only)", target=TARGET_TEXT, unit="s")]
-    command = _command()
+    command = mbeacon_command()
     if command is None:
         return [skipped(NAME, "command not available (no mbeacon script)", target=TARGET_TEXT, unit="s")]
     argv = command + AUDIT_ARGS

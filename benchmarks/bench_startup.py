@@ -9,12 +9,10 @@ cost little more than click itself; ``tests/test_startup.py`` checks that it loa
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-from benchmarks.common import Result, skipped, speed_ratio, time_interleaved
+from benchmarks.common import Result, mbeacon_command, skipped, speed_ratio, time_interleaved
 
 GROUP = "startup"
 NAME = "startup: mbeacon --help vs python -c 'import click'"
@@ -23,20 +21,12 @@ TARGET_RATIO = 0.5  # ratio = baseline / ours for times: at most 2x the time of 
 TARGET_TEXT = "<= 2x import click"
 
 
-def _command() -> list[str] | None:
-    local = Path(sys.executable).with_name("mbeacon")
-    if local.exists():
-        return [str(local)]
-    found = shutil.which("mbeacon")
-    return [found] if found else None
-
-
 def _runner(argv: list[str]):
     return lambda: subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
 
 def run(quick: bool) -> list[Result]:
-    command = _command()
+    command = mbeacon_command()
     if command is None:
         return [skipped(NAME, "command not available (no mbeacon script)", target=TARGET_TEXT, unit="s")]
     repeats = 5 if quick else 40

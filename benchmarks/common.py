@@ -21,12 +21,14 @@ import datetime as _dt
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 
@@ -280,3 +282,12 @@ def markdown_table(results: list[Result], info: dict[str, Any]) -> str:
         lines += ["", "## What each baseline is", ""]
         lines += [f"- {name}: {text}" for name, text in notes]
     return "\n".join(lines) + "\n"
+
+
+def mbeacon_command() -> list[str] | None:
+    """The ``mbeacon`` executable beside this interpreter (the venv's), else on PATH; None if absent."""
+    local = Path(sys.executable).with_name("mbeacon")
+    if local.exists():
+        return [str(local)]
+    found = shutil.which("mbeacon")
+    return [found] if found else None
