@@ -19,7 +19,21 @@ from pathlib import Path
 
 from benchmarks.common import Result, machine_info, print_table, results_markdown
 
-GROUPS: list[str] = ["noise", "svt2", "audit", "store", "priors", "service", "attack", "load", "startup"]
+GROUPS: list[str] = [
+    "noise",
+    "svt2",
+    "sanitisers",
+    "audit",
+    "store",
+    "truncation",
+    "priors",
+    "annotation",
+    "service",
+    "attack",
+    "load",
+    "scale",
+    "startup",
+]
 #: Where ``--markdown`` without a path writes: benchmarks/RESULTS.md of this repository.
 RESULTS_MD = Path(__file__).resolve().parent / "RESULTS.md"
 

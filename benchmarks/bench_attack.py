@@ -22,6 +22,13 @@ item does not depend on how many victims there are. ``tests/test_attack_equivale
 the loop and ``evaluate_setting`` compute the same thing (same scores from the same observations,
 AUCs within a tolerance).
 
+The loop is the rarest-range attacker, so ``evaluate_setting`` runs that attacker alone here.
+
+**Grid: every attacker vs the rarest-range attacker alone.** ``run_grid(config)`` as the evaluation
+runs it (the rarest-range attacker and the tracker, :mod:`mbeacon.attack.tracker`, on every setting)
+against the same grid with ``attackers = ["rarest"]``, side by side on local processes (build
+excluded, one scenario shared): what measuring the tracker too costs.
+
 **Grid: local processes vs Dask.** ``run_grid(config)`` (build + every setting) with ``workers`` = the
 usable CPUs, then on ``distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True)``
 through its scheduler address. The cluster is started, and each worker evaluates the setting on 10
@@ -129,7 +136,7 @@ def _loop_rows(quick: bool) -> tuple[list[Result], Scenario]:
 
     def vectorised() -> None:
         seen["vectorised"] = evaluate_setting(
-            scenario, SETTING, config.queries, repetitions=reps, seed=[SEED, 0]
+            scenario, SETTING, config.queries, repetitions=reps, seed=[SEED, 0], attackers=("rarest",)
         )
 
     def loop() -> None:
@@ -257,6 +264,39 @@ def _grid_rows(quick: bool, scenario: Scenario) -> list[Result]:
     ]
 
 
+def _attackers_rows(quick: bool, scenario: Scenario) -> list[Result]:
+    """The grid with every attacker against the rarest-range attacker alone, on ``scenario``."""
+    config: EvaluationConfig = load_evaluation_config(quick=quick)
+    rarest = config.model_copy(update={"attackers": ["rarest"]})
+    workers = len(os.sched_getaffinity(0))
+    timings = time_interleaved(
+        {
+            "all": lambda: run_grid(config, scenario, workers=workers),
+            "rarest": lambda: run_grid(rarest, scenario, workers=workers),
+        },
+        repeats=1,
+        warmup=0,
+    )
+    all_s, rarest_s = timings["all"].median, timings["rarest"].median
+    settings = len(config.grid.settings())
+    source = "load_evaluation_config(quick=True)" if quick else "load_evaluation_config() defaults"
+    return [
+        Result(
+            f"attack: grid with every attacker (rarest + tracker), {workers} local processes",
+            all_s,
+            rarest_s,
+            "s",
+            speed_ratio(all_s, rarest_s, "s"),
+            "for the record",
+            None,
+            baseline_name="the same grid with the rarest-range attacker alone (attackers = ['rarest'])",
+            note=f"{source}: {settings} settings, scenario built once (not counted); one interleaved "
+            f"round each; 1-minute load average {os.getloadavg()[0]:.1f} after.",
+            detail={"settings": settings, "workers": workers},
+        )
+    ]
+
+
 def run(quick: bool) -> list[Result]:
     rows, scenario = _loop_rows(quick)
-    return rows + _grid_rows(quick, scenario)
+    return rows + _attackers_rows(quick, scenario) + _grid_rows(quick, scenario)

@@ -1,14 +1,18 @@
 """The cohort store: ingest against pandas' parse, and random probe-row reads against the ceiling.
 
-* **Ingest**: a GEO series matrix of 485,577 probes x 200 patients (the 450K array), generated once
-  and cached in ``benchmarks/.cache``. Ours: ``mbeacon ingest`` (parse, validate, write HDF5, publish);
-  baseline: ``pandas.read_csv`` of the same table alone. Each runs in its own subprocess so that its
-  peak RSS (``ru_maxrss``) is its own. Targets: ours <= 1.0x pandas' time, peak RSS <= 1.5x the float32
-  matrix.
+* **Ingest**: GEO series matrices of 485,577 probes x 200 patients (the 450K array) and of 936,000
+  probes x 200 patients (EPIC v2 size, ids such as ``cg00000029_TC21``; :mod:`benchmarks.epic`),
+  generated once and cached in ``benchmarks/.cache``. Ours: ``mbeacon.store.ingest.ingest`` (parse,
+  validate, write HDF5, seal, publish with fsync); baseline: ``pandas.read_csv`` of the same table
+  alone. Each runs in its own subprocess so that its peak RSS is its own; a tiny ingest runs first so
+  that numba's compiled kernels are in its on-disk cache, as on any machine after the first ingest.
+  Targets: ours >= 1.5x the speed of pandas' parse, peak RSS <= 1.5x the float32 matrix.
 * **Reads**: 1,000 random probe rows across all patients of a 485,577 x 1,000 cohort. Ours: the store's
   memory-mapped row chunks (``Cohort.rows``); baselines side by side: h5py fancy indexing on the same
   file (what a plain HDF5 layout gives) and an in-memory numpy array (the ceiling). Target >= 20,000
   rows/s per process.
+* **Lookup by CpG** (``bench_probe_ids.py``): EPIC v2 ids found by their CpG on a 936,990-probe cohort,
+  against the exact-id lookup, side by side.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import epic
 from benchmarks.common import Result, speed_ratio, time_interleaved
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 PROBES = 485_577
 INGEST_PATIENTS = 200
+INGEST_TARGET = 1.5
 READ_PATIENTS = 1_000
 
 
@@ -114,13 +120,28 @@ def _run(script: str, *args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _ingest(quick: bool) -> list[Result]:
-    probes = 20_000 if quick else PROBES
-    path = _geo_file(probes, INGEST_PATIENTS)
+def _epic_file(probes: int, patients: int) -> Path:
+    CACHE.mkdir(exist_ok=True)
+    path = CACHE / f"epic_v2_series_matrix_{probes}x{patients}.txt"
+    if not path.exists():
+        epic.write_geo(path, probes, patients)
+    return path
+
+
+def _warm_kernels() -> None:
+    """One tiny ingest, so that the timed ones load numba's compiled kernels from its disk cache."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = epic.write_geo(Path(folder) / "warm.txt", 300, 3)
+        _run(_OURS, str(path), folder)
+
+
+def _ingest_rows(label: str, path: Path, probes: int, quick: bool) -> list[Result]:
     with tempfile.TemporaryDirectory() as store:
         rounds = 1 if quick else 2
-        ours = [_run(_OURS, str(path), store) for _ in range(rounds)]
-        base = [_run(_PANDAS, str(path)) for _ in range(rounds)]
+        ours, base = [], []
+        for _ in range(rounds):  # alternated, so that both see the same machine load
+            ours.append(_run(_OURS, str(path), store))
+            base.append(_run(_PANDAS, str(path)))
     t_ours = min(r["seconds"] for r in ours)
     t_base = min(r["seconds"] for r in base)
     matrix_mb = probes * INGEST_PATIENTS * 4 / 1e6
@@ -132,18 +153,18 @@ def _ingest(quick: bool) -> list[Result]:
     size = f"{probes:,} x {INGEST_PATIENTS} GEO series matrix ({path.stat().st_size / 1e6:.0f} MB text)"
     return [
         Result(
-            "store: ingest (parse + validate + HDF5 write)",
+            f"store: ingest {label} (parse + validate + HDF5 write)",
             t_ours,
             t_base,
             "s",
             ratio,
-            "<= 1.0x pandas' parse",
-            (ratio is not None and ratio >= 1.0) if judged else None,
+            f">= {INGEST_TARGET}x pandas' parse",
+            (ratio is not None and ratio >= INGEST_TARGET) if judged else None,
             baseline_name="pandas.read_csv alone",
-            note=f"{size}; best of {rounds} runs each, subprocesses",
+            note=f"{size}; best of {rounds} alternated runs each, subprocesses",
         ),
         Result(
-            "store: ingest peak RSS",
+            f"store: ingest {label} peak RSS",
             rss_ours,
             rss_base,
             "MB",
@@ -154,6 +175,14 @@ def _ingest(quick: bool) -> list[Result]:
             note=f"float32 matrix {matrix_mb:.0f} MB; VmHWM (peak RSS) of each subprocess",
         ),
     ]
+
+
+def _ingest(quick: bool) -> list[Result]:
+    _warm_kernels()
+    probes = 20_000 if quick else PROBES
+    rows = _ingest_rows("450K", _geo_file(probes, INGEST_PATIENTS), probes, quick)
+    probes = 20_000 if quick else epic.EPIC_V2_PROBES
+    return rows + _ingest_rows("EPIC v2", _epic_file(probes, INGEST_PATIENTS), probes, quick)
 
 
 def _reads(quick: bool) -> list[Result]:
@@ -223,4 +252,6 @@ def _reads(quick: bool) -> list[Result]:
 
 
 def run(quick: bool) -> list[Result]:
-    return _reads(quick) + _ingest(quick)
+    from benchmarks import bench_probe_ids
+
+    return _reads(quick) + bench_probe_ids.run(quick) + _ingest(quick)

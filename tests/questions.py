@@ -3,8 +3,9 @@
 (``test_nonsense_refused.py``).
 
 The store holds the demo cohort and two cohorts of the demo's first :data:`SHARED_PROBES` probes (the
-same patients): ``second-cohort`` without probe positions, like the demo, and ``positioned-cohort``
-with a manifest, so a query by ``referenceName`` + ``start`` can resolve. The server is ``mbeacon
+same patients): ``second-cohort`` without probe positions, and ``positioned-cohort`` with a manifest,
+so a query by ``referenceName`` + ``start`` can resolve (the demo cohort is located by its made-up
+platform annotation). The server is ``mbeacon
 serve`` (gunicorn) on a SQLite ledger that the test reads directly.
 """
 

@@ -58,7 +58,9 @@ def scenario():
 def both(request, scenario):
     defence = request.param
     loop = _attack_loop()(scenario, defence, QUERIES, repetitions=LOOP_REPETITIONS, seed=[11, 1])
-    rows = evaluate_setting(scenario, defence, QUERIES, repetitions=VECTOR_REPETITIONS, seed=[11, 0])
+    rows = evaluate_setting(
+        scenario, defence, QUERIES, repetitions=VECTOR_REPETITIONS, seed=[11, 0], attackers=("rarest",)
+    )
     return defence, loop, rows
 
 

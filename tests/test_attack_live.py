@@ -220,6 +220,10 @@ def test_public_parameters_and_defences() -> None:
         choose_dataset(datasets, "secret")
     suppression = DatasetParams("s", 60, "none", 1.0, 5, 3)
     assert suppression.defence().name == "suppression" and suppression.defence().threshold == 3
+    # a sanitiser the live attack does not model is refused by name, pointing at the evaluation
+    for mechanism in ("svt2-margin", "svt2-noisy"):
+        with pytest.raises(LiveAttackError, match=f"'{mechanism}'.*mbeacon attack evaluate"):
+            DatasetParams("m", 60, mechanism, 10.0, 50, 1).defence()
     # the key's own account keeps the parameters it was opened with
     account = {
         "response": {
@@ -486,7 +490,8 @@ def test_exhausted_budget_ends_the_asking(tmp_path, on_exhausted) -> None:
 @pytest.fixture(scope="module")
 def beacon(tmp_path_factory):
     """One real server (gunicorn) on the demo data with three datasets of the same cohort: unprotected,
-    SVT² with c = 3 refusing when spent, and SVT² with c = 3 answering from the prior when spent."""
+    SVT² with c = 3 refusing when spent, SVT² with c = 3 answering from the prior when spent, and
+    small-count suppression at T = 20 (exact answers, ``mechanism = none``)."""
     from servers import BeaconServer
 
     from mbeacon.beacon.ledger import Ledger
@@ -500,11 +505,11 @@ def beacon(tmp_path_factory):
     cohorts = CohortStore(store)
     source = cohorts.open(demo.dataset)
     values = source.rows(np.arange(source.n_probes))
-    for name in ("svt2-refuse", "svt2-prior"):
+    for name in ("svt2-refuse", "svt2-prior", "suppressed"):
         cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids.tolist(), values)])
     url = f"sqlite:///{work}/ledger.sqlite3"
     ledger = Ledger.open(url)
-    keys = [ledger.add_user(f"attacker{i}") for i in range(4)]
+    keys = [ledger.add_user(f"attacker{i}") for i in range(7)]
     ledger.close()
     config = work / "beacon.toml"
     config.write_text(
@@ -514,6 +519,7 @@ def beacon(tmp_path_factory):
         f'[datasets.{demo.dataset}]\nmechanism = "none"\nallow_unprotected = true\n'
         '[datasets.svt2-refuse]\non_exhausted = "refuse"\n'
         '[datasets.svt2-prior]\non_exhausted = "prior"\n'
+        '[datasets.suppressed]\nmechanism = "none"\nallow_unprotected = true\nthreshold = 20\n'
     )
     with BeaconServer(config, work, workers=2) as server:
         yield server, keys, demo
@@ -601,3 +607,47 @@ def test_live_attack_needs_a_dataset_choice_and_a_valid_key(beacon, tmp_path) ->
     assert done.returncode != 0 and "choose one with --dataset" in done.stderr
     done, _ = _attack(beacon, "mbk_000000000000_" + "x" * 43, tmp_path, "--dataset", "svt2-prior")
     assert done.returncode != 0 and "401" in done.stderr and "check --key" in done.stderr
+
+
+@pytest.mark.slow
+def test_live_tracker_breaks_small_count_suppression_over_http(beacon, tmp_path) -> None:
+    """Suppression at T = 20 (60 patients): the rarest-range attacker's ranges hold fewer than 20
+    patients and it learns little; the tracker, adaptive over HTTP, finds ranges of 19 patients and
+    asks the T = 1 question through them (``auto`` picks it for an exact threshold)."""
+    _, keys, _ = beacon
+    common = ("--dataset", "suppressed", "--queries", "150")
+    done, tracked = _attack(beacon, keys[4], tmp_path / "tracker", *common)
+    assert done.returncode == 0, done.stderr
+    assert tracked["attacker"] == "tracker" and tracked["defence"] == "suppression T=20"
+    assert tracked["by_queries"][-1]["queries"] == 150 and tracked["by_queries"][-1]["auc"] >= 0.9, tracked
+    answers = tracked["answers"]
+    assert answers["data"] == answers["planned"] > 0 and answers["refused"] == answers["exhausted"] == 0
+    done, rarest = _attack(beacon, keys[5], tmp_path / "rarest", *common, "--attacker", "rarest")
+    assert done.returncode == 0, done.stderr
+    assert rarest["attacker"] == "rarest" and rarest["by_queries"][-1]["auc"] <= 0.75, rarest["by_queries"]
+    print(
+        "suppression T = 20 over HTTP, AUC at 150 queries: tracker",
+        round(tracked["by_queries"][-1]["auc"], 3),
+        "rarest",
+        round(rarest["by_queries"][-1]["auc"], 3),
+        "answers:",
+        tracked["answers"],
+        rarest["answers"],
+    )
+
+
+@pytest.mark.slow
+def test_live_tracker_stops_when_the_budget_runs_out(beacon, tmp_path) -> None:
+    """SVT² with c = 3, refusing when spent: the tracker's search burns the three positives, the refusal
+    ends the asking for every profile, and the run still reports (nothing taken from refused answers)."""
+    _, keys, demo = beacon
+    done, summary = _attack(
+        beacon, keys[6], tmp_path, "--dataset", "svt2-refuse", "--attacker", "tracker", "--queries", "60",
+        "--prior", str(demo.store), demo.prior,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert summary["attacker"] == "tracker" and summary["budget_exhausted"]
+    answers = summary["answers"]
+    assert answers["data"] == 3 and answers["refused"] > 0
+    assert "budget ran out" in done.stderr
+    assert summary["by_queries"][-1]["auc"] <= 0.65

@@ -39,6 +39,9 @@ def test_the_top_level_help_lists_every_group_and_imports_no_heavy_library() -> 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_each_group_answers_help(name: str) -> None:
+    # Used on its own first (as a test or a script might), which is when click fixes its help option.
+    alone = CliRunner().invoke(main.load(name), ["-h"], prog_name=name)
+    assert alone.exit_code == 0, alone.output
     shown = CliRunner().invoke(main, [name, "-h"], prog_name="mbeacon")
     assert shown.exit_code == 0, shown.output
     assert f"Usage: mbeacon {name}" in shown.output

@@ -184,3 +184,46 @@ def test_config_is_immutable() -> None:
         config.beacon_name = "changed"
     with pytest.raises(ValueError, match="frozen"):
         config.defaults.epsilon = 50.0
+
+
+def test_sanitiser_parameters_are_read_and_priced(tmp_path: Path) -> None:
+    from mbeacon.beacon.budget import AccountParams
+
+    text = (
+        "[datasets.m]\nmechanism = 'svt2-margin'\nmargin_above = 2.5\nmargin_below = 0.5\n"
+        "[datasets.n]\nmechanism = 'svt2-noisy'\nepsilon = 8.0\nrelease_share = 0.25\n"
+        "[datasets.d]\nmechanism = 'svt2-noisy'\n"
+    )
+    config = load_config(write(tmp_path, text), env={})
+    margin = AccountParams.from_policy(config.policy("m"))
+    assert (margin.margin_above, margin.margin_below, margin.epsilon3) == (2.5, 0.5, 0.0)
+    noisy = AccountParams.from_policy(config.policy("n"))
+    assert noisy.epsilon3 == pytest.approx(2.0)
+    assert 2 * (noisy.epsilon1 + noisy.epsilon2) + noisy.epsilon3 == pytest.approx(8.0)
+    assert noisy.svt2().epsilon == pytest.approx(8.0)  # the privacy layer's own accounting agrees
+    assert AccountParams.from_policy(config.policy("d")).epsilon3 == pytest.approx(1 / 3)
+    # stored parameters round-trip; an svt2 account's stored text carries none of the new keys
+    assert AccountParams.from_storage(noisy.to_storage()) == noisy
+    assert "margin" not in AccountParams.from_policy(DatasetPolicy()).to_storage()
+
+
+@pytest.mark.parametrize(
+    ("table", "what"),
+    [
+        ("mechanism = 'svt2'\nmargin_above = 1.0", "margin_above applies to mechanism 'svt2-margin'"),
+        ("mechanism = 'svt2'\nmargin_below = 1.0", "margin_below applies"),
+        ("mechanism = 'svt2-margin'\nrelease_share = 0.3", "release_share applies to mechanism 'svt2-noisy'"),
+        (
+            "mechanism = 'svt2-noisy'\ncount_epsilon = 0.1",
+            "count_epsilon must be 0 with mechanism 'svt2-noisy'",
+        ),
+        ("mechanism = 'svt2-noisy'\nrelease_share = 1.0", "release_share"),
+        ("mechanism = 'svt2-margin'\nmargin_above = -1.0", "margin_above"),
+        ("mechanism = 'svt2-mar'", "mechanism"),
+    ],
+)
+def test_sanitiser_mistakes_name_the_key(tmp_path: Path, table: str, what: str) -> None:
+    path = write(tmp_path, f"[datasets.x]\n{table}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, env={})
+    assert what in str(raised.value) and "datasets.x" in str(raised.value)

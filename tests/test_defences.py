@@ -9,13 +9,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mbeacon.attack import Defence, observation_probabilities, yes_probabilities
-from mbeacon.attack.run import adaptive_stop, released_answers
+from mbeacon.attack.run import adaptive_stop, released_answers, utility
+from mbeacon.attack.tracker_eval import DefenceStreams
+from mbeacon.privacy.online_pmw import online_pmw
+from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
+from mbeacon.privacy.svt2_noisy import SVT2NoisyParams, svt2_noisy_batch
 
 RANDOMISED = [
     Defence("svt2-single", epsilon=3.0, c=2, threshold=1),
     Defence("svt2-redraw", epsilon=10.0, c=3, threshold=5),
     Defence("noisy-count", epsilon=20.0, threshold=2, query_cap=10),
     Defence("flip", flip=0.4, threshold=1),
+    Defence("svt2-margin", epsilon=10.0, c=3, threshold=5, margin=3.0),
+    Defence("svt2-noisy", epsilon=10.0, c=3, threshold=5, margin=2.0, release_share=0.4),
+    Defence("online-pmw", epsilon=10.0, c=3, threshold=5, margin=2.0, n=60),
 ]
 
 
@@ -109,3 +116,94 @@ def test_adaptive_stop_freezes_scores_once_decisive(steps, bound) -> None:
 def test_bad_settings_are_refused_with_the_reason(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         Defence(**kwargs)
+
+
+@pytest.mark.parametrize("defence", RANDOMISED, ids=lambda d: d.label)
+def test_the_trackers_streams_answer_as_the_model_says(defence: Defence) -> None:
+    """The tracker's per-account defence (one query per run at a time) answers a first query as
+    often as :meth:`Defence.p_observe_one` says (tolerance 4.5 binomial sd)."""
+    runs = 40_000
+    rng = np.random.default_rng(11)
+    for alpha, beta in [(0, 0.0), (3, 0.9), (6, 2.5), (12, 12.0), (40, 0.2)]:
+        streams = DefenceStreams(defence.with_cap(10), runs, rng)
+        seen_obs = streams.answer(np.arange(runs), np.full(runs, alpha), np.full(runs, beta))
+        seen = float(np.mean(seen_obs == 1))
+        model = float(defence.p_observe_one(np.array(alpha), np.array(beta)))
+        sd = np.sqrt(max(model * (1 - model), 1e-4) / runs)
+        assert abs(seen - model) <= 4.5 * sd + 1e-3, (alpha, beta, seen, model)
+
+
+def test_the_sanitisers_release_through_their_privacy_modules() -> None:
+    """Each new defence is its privacy module's batch release with the setting's parameters: the
+    same seed gives the same answers, and the parameters promise the setting's epsilon."""
+    alpha = np.array([[0, 3, 8, 2, 30, 1, 9]] * 50)
+    beta = np.array([0.5, 6.0, 1.0, 4.0, 29.0, 9.0, 2.0])
+    margin = Defence("svt2-margin", epsilon=10.0, c=2, threshold=5, margin=4.0)
+    p = margin.svt2_params
+    assert isinstance(p, SVT2MarginParams) and (p.margin_above, p.margin_below) == (4.0, 4.0)
+    assert p.epsilon == pytest.approx(10.0)
+    expected = svt2_margin_batch(alpha, beta, p, rng=np.random.default_rng(3))
+    assert np.array_equal(margin.release(alpha, beta, np.random.default_rng(3)), expected)
+
+    noisy = Defence("svt2-noisy", epsilon=10.0, c=2, threshold=5, margin=1.0, release_share=0.25)
+    q = noisy.svt2_params
+    assert isinstance(q, SVT2NoisyParams) and q.epsilon3 == pytest.approx(2.5)
+    assert q.epsilon == pytest.approx(10.0)
+    expected = svt2_noisy_batch(alpha, beta, q, rng=np.random.default_rng(4)).answers
+    assert np.array_equal(noisy.release(alpha, beta, np.random.default_rng(4)), expected)
+
+    pmw = Defence("online-pmw", epsilon=10.0, c=2, threshold=5, margin=1.0).with_cohort(40)
+    assert pmw.pmw_params.epsilon == pytest.approx(10.0) and pmw.pmw_params.n == 40
+    with pytest.raises(ValueError, match="cohort size"):
+        Defence("online-pmw", epsilon=10.0, c=2, threshold=5).release(alpha, beta)
+
+
+def test_online_pmw_release_follows_the_step_loop_at_probes_of_their_own() -> None:
+    """The evaluation's Online PMW (every query at a probe of its own, two bins from the prior) has
+    the law of :func:`mbeacon.privacy.online_pmw.online_pmw` on such a stream: per-query yes rates
+    agree within 4.5 binomial sd over 3,000 runs each."""
+    defence = Defence("online-pmw", epsilon=4.0, c=2, threshold=5, margin=1.0).with_cohort(40)
+    params = defence.pmw_params
+    alpha = np.array([0, 3, 8, 2, 30, 6])
+    beta = np.array([0.5, 6.0, 1.0, 4.0, 29.0, 9.0])
+    runs = 3_000
+    batch = defence.release(np.tile(alpha, (runs, 1)), np.tile(beta, (runs, 1)), np.random.default_rng(5))
+    names = [f"p{i}" for i in range(alpha.size)]
+    priors = {name: np.array([b / params.n, 1 - b / params.n]) for name, b in zip(names, beta, strict=True)}
+    rng = np.random.default_rng(6)
+    loop = np.array(
+        [online_pmw(names, np.zeros(6), np.ones(6), alpha, priors, params, rng).answers for _ in range(runs)]
+    )
+    for column in range(alpha.size):
+        for value in (1, -1):
+            a, b = np.mean(batch[:, column] == value), np.mean(loop[:, column] == value)
+            sd = np.sqrt(max(a * (1 - a), 1e-3) * 2 / runs)
+            assert abs(a - b) <= 4.5 * sd, (column, value, a, b)
+
+
+def test_the_exploration_workload_zooms_in_at_a_few_probes_and_online_pmw_learns_there() -> None:
+    """Several ranges per DMP, bins holding the cohort's mean; counts and the prior's expectation
+    agree with the workload's own histograms; Online PMW answers it from one histogram per probe."""
+    from mbeacon.attack.scenario import BINS, RANGES_PER_PROBE, exploration_workload
+    from mbeacon.store.priors import prior_from_matrix
+
+    rng = np.random.default_rng(2)
+    reference = rng.beta(2, 5, (30, 80))
+    cohort = rng.beta(2, 5, (30, 40))
+    cohort[:3] = rng.beta(8, 2, (3, 40))  # three DMPs
+    prior = prior_from_matrix(np.array([f"cg{i}" for i in range(30)]), reference, name="r")
+    w = exploration_workload(cohort, prior, np.arange(30), np.random.default_rng(0), probes=3)
+    assert len(w) == 3 * RANGES_PER_PROBE and np.bincount(w.probe).tolist() == [RANGES_PER_PROBE] * 3
+    assert np.all((w.lo >= 0) & (w.lo < w.hi) & (w.hi <= BINS))
+    assert np.allclose(w.histograms.sum(axis=1), 1.0) and np.all(w.histograms > 0)
+    dmps = np.argsort(-np.abs(cohort.mean(axis=1) - prior.mean), kind="stable")[:3]
+    assert set(dmps) == {0, 1, 2}
+    for i in range(len(w)):
+        values = cohort[dmps[w.probe[i]]]
+        inside = (values >= w.lo[i] / BINS) & ((values < w.hi[i] / BINS) | (w.hi[i] == BINS))
+        assert w.alpha[i] == inside.sum()
+        assert w.beta[i] == pytest.approx(40 * w.histograms[w.probe[i], w.lo[i] : w.hi[i]].sum())
+    # with almost no noise Online PMW answers every exploration query right (it tests each one
+    # against its probe's histogram and measures the count where the histogram is wrong)
+    sharp = Defence("online-pmw", epsilon=3000.0, c=len(w), threshold=5).with_cohort(40)
+    assert utility(sharp, w, 20, np.random.default_rng(1)) >= 0.99

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from mbeacon.attack import DEFENCES
+from mbeacon.attack.defences import DEFAULT_DEFENCES
 from mbeacon.attack.evaluate import (
     JSON_KEYS,
     EvaluationConfig,
@@ -31,6 +32,8 @@ TINY = {
         "threshold": [1],
         "suppression_threshold": [3],
         "flip": [0.5],
+        "defences": list(DEFENCES),
+        "margin": [10.0],
     },
 }
 
@@ -129,7 +132,7 @@ def test_quick_evaluation_from_the_command_line(tmp_path) -> None:
         check=True,
     )
     rows = json.loads(out.stdout)["results"]
-    assert {r["defence"] for r in rows} == set(DEFENCES)
+    assert {r["defence"] for r in rows} == set(DEFAULT_DEFENCES)
     assert all(set(JSON_KEYS) <= set(r) for r in rows)
     none = {r["queries"]: r["auc"] for r in rows if r["defence"] == "none"}
     assert none[100] >= 0.9

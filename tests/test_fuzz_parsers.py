@@ -14,6 +14,7 @@ parser                                                        error
 ``store.readers.gdc`` sample sheet and per-sample files       ``IngestError``
 ``store.ingest.ingest`` (refused: no dataset, no temp file)   ``IngestError``
 ``store.ingest.read_manifest`` (Illumina manifest)            ``IngestError``
+``store.annotation.import_annotation`` (GEO platform table)   ``DataError`` (no annotation, no temp file)
 ``store.priors.iter_table_file`` / ``prior_from_table_file``  ``DataError``
 ``store.priors.import_means_file`` (probe_id,mean_beta)       ``DataError``
 ``store.priors.load_prior`` (a damaged prior HDF5 file)       ``DataError``
@@ -304,6 +305,36 @@ def test_manifest_reader_raises_only_ingest_error(request) -> None:
     check()
 
 
+GPL_TABLE = (
+    b"^PLATFORM = GPL13534\n!Platform_geo_accession = GPL13534\n#ID = probe\n!platform_table_begin\n"
+    b"ID\tGenome_Build\tCHR\tMAPINFO\tUCSC_RefGene_Name\tRelation_to_UCSC_CpG_Island\n"
+    b"cg00000029\t37\t16\t53468112\tRBL2;RBL2\tN_Shore\ncg00000108\t37\t3\t37459206\tC3orf35\tIsland\n"
+    b"!platform_table_end\n"
+)
+
+
+def test_annotation_import_refuses_only_with_a_data_error_and_leaves_nothing_behind(request) -> None:
+    from mbeacon.store.annotation import AnnotationStore, import_annotation
+    from mbeacon.store.atomic import STAGING
+
+    @examples(request, 80)
+    @given(data=file_bytes(GPL_TABLE, MANIFEST))
+    def check(data: bytes) -> None:
+        with scratch() as folder:
+            store = folder / "store"
+            try:
+                info = import_annotation(write(folder, "table.soft", data), store, build="GRCh37")
+            except DataError as error:
+                assert str(error)
+                assert AnnotationStore(store).platforms() == []
+            else:
+                assert info.probes >= 1 and AnnotationStore(store).platforms() == [info.platform]
+            leftovers = list((store / STAGING).glob("*")) if (store / STAGING).exists() else []
+            assert not leftovers, "temporary files left behind"
+
+    check()
+
+
 # --- priors -----------------------------------------------------------------------------------------
 
 
@@ -495,8 +526,9 @@ def test_evaluation_config_raises_only_evaluation_config_error(request) -> None:
 
 # --- query parsers ----------------------------------------------------------------------------------
 
-_NAMES = ["probeId", "referenceName", "start", "minValue", "maxValue", "datasetIds", "requestedGranularity",
-          "includeResultsetResponses", "apiVersion", "testMode", "colour", ""]  # fmt: skip
+_NAMES = ["probeId", "referenceName", "start", "end", "geneId", "assemblyId", "minValue", "maxValue",
+          "datasetIds", "requestedGranularity", "includeResultsetResponses", "apiVersion", "testMode",
+          "colour", ""]  # fmt: skip
 _TEXT = st.one_of(
     st.text(max_size=30),
     st.sampled_from(

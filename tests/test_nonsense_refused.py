@@ -129,8 +129,8 @@ def test_a_batch_with_one_unknown_probe_is_refused_whole(app, store) -> None:
 
 def test_a_position_on_a_cohort_without_positions_is_400(app, store) -> None:
     key = app.config["MBEACON"].ledger.add_user("alice")
-    for send in ({"get": {"referenceName": CHROMOSOME, "start": "999", "datasetIds": DEMO}},
-                 {"post": {"referenceName": "X", "start": [5], "datasetIds": [DEMO, SECOND]}}):  # fmt: skip
+    for send in ({"get": {"referenceName": CHROMOSOME, "start": "999", "datasetIds": SECOND}},
+                 {"post": {"referenceName": "X", "start": [5], "datasetIds": [SECOND]}}):  # fmt: skip
         text = refused_in_app(app, key, send, "query.requestParameters.referenceName, start:")
         assert "has no probe positions" in text and "probeId" in text
 
@@ -184,7 +184,7 @@ def test_nonsense_is_refused_by_a_real_server_and_spends_nothing(store, tmp_path
             (lambda: get(server, key, "probeId=cg99999999"), "query.requestParameters.probeId: 'cg99999999'"),
             (lambda: post(server, key, {"probeId": store.shared[0].upper()}),
              f"did you mean {store.shared[0]!r}"),
-            (lambda: get(server, key, f"referenceName={CHROMOSOME}&start=1&datasetIds={DEMO}"),
+            (lambda: get(server, key, f"referenceName={CHROMOSOME}&start=1&datasetIds={SECOND}"),
              "has no probe positions"),
             (lambda: post(server, key, {"referenceName": CHROMOSOME, "start": 3, "datasetIds": [POSITIONED]}),
              "no probe of dataset 'positioned-cohort' is at chr7:3"),

@@ -24,6 +24,7 @@ from mbeacon.privacy import (
     range_queries,
     selection,
     sparse_vector,
+    truncation,
     validation,
 )
 from mbeacon.privacy.svt2 import SVT2Params, svt2, svt2_allocate, svt2_batch
@@ -245,6 +246,38 @@ CASES = {
             ("range_query_svt_batch", range_queries.range_query_svt_batch),
         ]
     },
+    # PrivateSQL's truncation bound
+    **{
+        name: _case(fn, {"counts": [1, 3, 3, 9], "epsilon": 1.0, "threshold": -1.0, "rng": 1}, **kinds)
+        for name, fn, kinds in [
+            ("learn_bound", truncation.learn_bound, {"epsilon": "positive", "threshold": "finite"}),
+            (
+                "learn_bound_batch",
+                truncation.learn_bound_batch,
+                {"epsilon": "positive", "threshold": "finite", "runs": "count"},
+            ),
+        ]
+    },
+    "truncated_count_batch": _case(
+        truncation.truncated_count_batch,
+        {
+            "patient_ids": ["a", "a", "b", "c", "c", "c"],
+            "in_range": [True, False, True, True, True, False],
+            "epsilon": 1.0,
+            "epsilon_count": 0.5,
+            "max_bound": 8,
+            "rng": 1,
+        },
+        epsilon="positive",
+        epsilon_count="positive",
+        max_bound="count",
+    ),
+    "truncation_epsilon": _case(
+        accounting.truncation_epsilon,
+        {"epsilon_bound": 0.5, "epsilon_count": 0.5},
+        epsilon_bound="positive",
+        epsilon_count="non_negative",
+    ),
     # accounting
     "svt2_spent": _case(
         accounting.svt2_spent,
@@ -409,6 +442,7 @@ def test_every_exported_mechanism_is_covered() -> None:
         "SVT2State",
         "TopKRelease",
         "AutoClipRelease",  # the released numbers of the automatic clipping bound
+        "TruncatedCountRelease",  # the released bound and count of PrivateSQL's truncation
         "range_counts",  # true counts, no noise: the input of range_query_svt
         "svt2_release",  # the answers from public flags and the public prior
         "svt2_resume",  # run with an SVT2Params, checked when it was built

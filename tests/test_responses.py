@@ -71,7 +71,8 @@ def reference(request: ParsedRequest, result: AnswerSet) -> dict:
             }
         )
     summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
-    if result.granularity == "count" and not request.batch:
+    several_probes = len({a.dataset for a in result.answers}) < len(result.answers)  # a region or gene
+    if result.granularity == "count" and not request.batch and not several_probes:
         summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)
     return {
         "meta": response_meta(

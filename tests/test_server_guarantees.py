@@ -1,4 +1,5 @@
-"""The ledger's guarantees, each proved against real gunicorn servers over HTTP.
+"""The ledger's guarantees, each proved against real gunicorn servers over HTTP (for every protected
+mechanism where cheap: they share SVT²'s state and the one ledger transaction).
 
 (a) 4 workers, 16 concurrent clients of one user, c = 5: at most 5 ``data`` answers ever, and the
     ledger agrees with what the clients received;
@@ -32,6 +33,12 @@ from mbeacon.store.demo import ensure_demo
 pytestmark = pytest.mark.slow
 
 DATASET = "demo-cohort"
+#: Every protected mechanism keeps SVT²'s state in the ledger, so each must keep the same guarantees.
+MECHANISMS = {
+    "svt2": {},
+    "svt2-margin": {"mechanism": "svt2-margin", "margin_above": 1.0, "margin_below": 0.25},
+    "svt2-noisy": {"mechanism": "svt2-noisy", "release_share": 0.25},
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +54,10 @@ def contested_queries(demo) -> list[dict]:
     return queries
 
 
-def _config(tmp_path: Path, demo, database_url: str, c: int) -> Path:
+def _config(tmp_path: Path, demo, database_url: str, c: int, mechanism: str = "svt2") -> Path:
     settings = {"store": str(demo.store), "database_url": database_url, "default_prior": demo.prior,
                 "rate_limit_per_minute": 0}  # fmt: skip
-    defaults = {"epsilon": 20.0, "c": c, "threshold": 1, "on_exhausted": "refuse"}
+    defaults = {"epsilon": 20.0, "c": c, "threshold": 1, "on_exhausted": "refuse", **MECHANISMS[mechanism]}
     return write_config(tmp_path / f"beacon-{uuid.uuid4().hex[:6]}.toml", settings, defaults)
 
 
@@ -97,14 +104,22 @@ def _check_ledger_agrees(ledger: Ledger, rows, c: int) -> None:
     assert statuses <= {200, 429}, statuses
 
 
-def test_a_four_workers_sixteen_clients_sqlite(tmp_path, demo, contested_queries):
+def account_mechanism(url: str) -> str:
+    account = Ledger.open(url).account("user:alice", DATASET)
+    assert account is not None
+    return account.params.mechanism
+
+
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+def test_a_four_workers_sixteen_clients_sqlite(tmp_path, demo, contested_queries, mechanism):
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
     key = Ledger.open(url).add_user("alice")
-    with BeaconServer(_config(tmp_path, demo, url, c=5), tmp_path, workers=4) as server:
+    with BeaconServer(_config(tmp_path, demo, url, c=5, mechanism=mechanism), tmp_path, workers=4) as server:
         rows = _hammer([server.url], key, contested_queries[:320], clients=16)
     assert len(_data_answers(rows)) == 5, "the contested queries should exhaust c = 5"
     assert sum(status == 429 for _, status, _ in rows) > 0
     _check_ledger_agrees(Ledger.open(url), rows, c=5)
+    assert account_mechanism(url) == mechanism
 
 
 @pytest.fixture
@@ -114,21 +129,25 @@ def pg_schema():
         yield url
 
 
-def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_schema):
+@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy"])
+def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_schema, mechanism):
     key = Ledger.open(pg_schema).add_user("alice")
-    config = _config(tmp_path, demo, pg_schema, c=5)
+    config = _config(tmp_path, demo, pg_schema, c=5, mechanism=mechanism)
     with BeaconServer(config, tmp_path, workers=2) as one, BeaconServer(config, tmp_path, workers=2) as two:
         assert one.port != two.port
         rows = _hammer([one.url, two.url], key, contested_queries[:320], clients=16)
     assert len(_data_answers(rows)) == 5
     _check_ledger_agrees(Ledger.open(pg_schema), rows, c=5)
+    assert Ledger.open(pg_schema).account("user:alice", DATASET).params.mechanism == mechanism
 
 
-def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_queries):
+@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy"])
+def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_queries, mechanism):
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
     key = Ledger.open(url).add_user("alice")
     c = 60
-    with BeaconServer(_config(tmp_path, demo, url, c=c), tmp_path, workers=4) as server:
+    config = _config(tmp_path, demo, url, c=c, mechanism=mechanism)
+    with BeaconServer(config, tmp_path, workers=4) as server:
         killed: list[int] = []
 
         def killer() -> None:
@@ -154,6 +173,7 @@ def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_q
                 first["exists"],
                 first["info"]["answeredFrom"],
             )
+        assert account_mechanism(url) == mechanism
         assert "Traceback" not in server.log()
     ledger = Ledger.open(url)
     account = ledger.account("user:alice", DATASET)

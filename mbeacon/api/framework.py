@@ -17,7 +17,6 @@ from mbeacon.api.auth import principal
 from mbeacon.api.cors import add_cors_headers
 from mbeacon.api.responses import informational, request_summary, response_meta
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import TIERS
 from mbeacon.beacon.engine import DatasetUnavailable
 from mbeacon.beacon.wire import (
@@ -47,7 +46,10 @@ def _entry_types() -> dict:
             "name": "DNA methylation range query",
             "description": (
                 "Does a dataset have at least T patients whose beta value at a CpG probe lies in "
-                "[minValue, maxValue]? Answers are sanitised by SVT² against a public prior. A result "
+                "[minValue, maxValue]? The probe is named by probeId, or a region (referenceName, start, "
+                "end) or a gene (geneId) names the probes the dataset's annotation places there, each "
+                "answered and charged as one query. Answers are sanitised by SVT² against a public "
+                "prior. A result "
                 "set's `exists` is the answer; its `resultsCount` is the number of records in "
                 "`results`, always 0 (no records are returned), except at count granularity, where it "
                 "is the noisy count of patients in the range."
@@ -144,6 +146,7 @@ def beacon_map():
                     "entryType": ENTRY_TYPE,
                     "rootUrl": _absolute("methylation.methylation_get"),
                     "openAPIEndpointsDefinition": _absolute("docs.openapi"),
+                    "endpoints": _query_forms(_absolute("methylation.methylation_get")),
                 },
                 "dataset": {
                     "entryType": "dataset",
@@ -161,6 +164,19 @@ def beacon_map():
     )
 
 
+def _query_forms(root: str) -> dict:
+    """The three ways to name the CpGs of a methylation query, as URI templates of the GET route."""
+    common = "minValue,maxValue,datasetIds"
+    forms = {
+        "byProbe": f"probeId,{common}",
+        "byRegion": f"referenceName,start,end,assemblyId,{common}",
+        "byGene": f"geneId,assemblyId,{common}",
+    }
+    return {
+        name: {"returnedEntryType": ENTRY_TYPE, "url": f"{root}{{?{names}}}"} for name, names in forms.items()
+    }
+
+
 @bp.get("/entry_types")
 def entry_types():
     return informational({"entryTypes": _entry_types()})
@@ -169,7 +185,9 @@ def entry_types():
 @bp.get("/filtering_terms")
 def filtering_terms():
     # Methylation queries take no filters; an empty list says so explicitly, and a request with filters
-    # (GET `filters`, POST `query.filters`) is refused with a 400 that names them.
+    # (GET `filters`, POST `query.filters`) is refused with a 400 that names them. Genes are not
+    # filtering terms: a gene names the CpGs asked about (the `geneId` request parameter, as Beacon v2's
+    # genomic queries take it), it does not filter records (see docs/service.md).
     return informational({"filteringTerms": [], "resources": []})
 
 
@@ -177,7 +195,7 @@ def dataset_policy_public(dataset: str) -> dict:
     """The published protection of a dataset: parameters, never the noisy thresholds."""
     policy = runtime().config.policy(dataset)
     return {
-        **AccountParams.from_policy(policy).to_json(),
+        **runtime().engine.new_params(dataset).to_json(),
         "scope": policy.scope,
         "onExhausted": policy.on_exhausted,
         "tier": policy.tier,
@@ -198,9 +216,20 @@ def _collection(dataset: str) -> dict:
             "tissue": meta.tissue,
             "disease": meta.disease,
             "assembly": meta.assembly,
-            "hasProbePositions": meta.has_positions,
+            **_located(dataset),
+            "contribution": runtime().engine.sensitivity(dataset).to_json(),
             "privacy": dataset_policy_public(dataset),
         },
+    }
+
+
+def _located(dataset: str) -> dict:
+    """Which query forms resolve on ``dataset``, and through which platform."""
+    located = runtime().engine.located(dataset)
+    return {
+        "hasProbePositions": located.positions is not None,
+        "hasGenes": located.genes is not None,
+        "platform": located.platform,
     }
 
 

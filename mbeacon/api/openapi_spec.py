@@ -71,9 +71,10 @@ def _framework_paths(rate: dict) -> dict:
 
 # What a GET parameter means where the query string says it differently from the body's field.
 _GET_PROSE = {
-    "probeId": "The CpG probe (or referenceName + start).",
-    "referenceName": "Chromosome, with start, instead of probeId.",
-    "start": "0-based CpG position, with referenceName.",
+    "probeId": "The CpG probe (or referenceName + start, or geneId).",
+    "referenceName": "Chromosome, with start (+ end), instead of probeId: the probes there, each one query.",
+    "start": "0-based CpG position, with referenceName (alone: one base).",
+    "end": "With referenceName + start: end of the 0-based half-open region [start, end).",
     "datasetIds": "Comma-separated dataset ids (default: every dataset available to the caller).",
     "testMode": "Beacon testMode flag (`true` or `1`).",
     "skip": "Beacon pagination: pages to skip. Validated and echoed; no records are returned, so it "
@@ -111,7 +112,8 @@ def _methylation_paths(config: ServiceConfig, rate: dict) -> dict:
     too_many = errors({429: exhausted, 503: None})
     answers = ok("Answers, with their provenance and the budgets after the request.", "MethylationResponse")
     bad_get = "Invalid or unknown query parameter, no probe (or both a probe and a position), minValue "
-    bad_get += "greater than maxValue, filters, or skip/limit out of bounds."
+    bad_get += "greater than maxValue, filters, or skip/limit out of bounds; a region or gene that no "
+    bad_get += "dataset's annotation resolves, of another assemblyId, or of more probes than allowed."
     bad_post = "The body is not JSON (or not sent as application/json), does not validate (filters "
     bad_post += f"included), or holds an empty batch or more than {config.max_batch} queries."
     get = operation(

@@ -158,8 +158,12 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
         result_set["info"] = info
         append(result_set)
     summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
-    if result.granularity == "count" and not request.batch:
-        summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)
+    # a total of patients over datasets; not over several probes of one region or gene (a patient would
+    # be counted once per probe), so those give none, as a batch gives none
+    answers = result.answers
+    one_each = len({a.dataset for a in answers}) == len(answers)
+    if result.granularity == "count" and not request.batch and one_each:
+        summary["numTotalResults"] = sum(a.count or 0 for a in answers)
     return {
         "meta": response_meta(
             result.granularity,

@@ -346,7 +346,10 @@ class FilteringTermsResponse(Informational):
 class AccountParameters(BaseModel):
     """The public SVT² parameters of a budget account (frozen when it opened)."""
 
-    mechanism: Mechanism = Field(description="`none`: unprotected raw answers (evaluations only).")
+    mechanism: Mechanism = Field(
+        description="`svt2`, `svt2-margin` (SVT² with decision margins), `svt2-noisy` (a TOP answered "
+        "by a noisy count), or `none`: unprotected raw answers (evaluations only)."
+    )
     epsilon: Epsilon = Field(description="The whole privacy budget of a budget holder.")
     epsilon1: Spent = Field(description="Epsilon of the noisy threshold pair.")
     epsilon2: Spent = Field(description="Epsilon of the query noise.")
@@ -356,6 +359,19 @@ class AccountParameters(BaseModel):
         description="T: a dataset answers yes when at least T patients are in the range."
     )
     variant: Variant
+    sensitivity: float = Field(
+        1.0,
+        ge=1,
+        description="How much one patient can move a count: the dataset's contribution bound "
+        "(the most samples of one patient it counts) when the account opened.",
+    )
+    marginAbove: float = Field(
+        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients above T a TOP needs (0: SVT²'s test)."
+    )
+    marginBelow: float = Field(
+        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
+    )
+    epsilon3: Spent = Field(0.0, description="`svt2-noisy`: epsilon of the noisy counts that answer TOPs.")
 
 
 class DatasetPrivacy(AccountParameters):
@@ -366,13 +382,37 @@ class DatasetPrivacy(AccountParameters):
     tier: Tier = Field(description="The tier a caller needs to see and query the dataset.")
 
 
+class ContributionBound(BaseModel):
+    """The most samples of one patient the dataset counts: the sensitivity of its counts."""
+
+    bound: AtLeastOne = Field(description="Samples of one patient counted at most; the sensitivity.")
+    source: Literal["configuration", "declared", "learned", "one sample per patient"] = Field(
+        description="`configuration`/`declared`: set by the operator (free); `learned`: by the sparse "
+        "vector technique from the patient ids at ingest; `one sample per patient`: no patient ids."
+    )
+    learningEpsilon: Spent = Field(
+        description="Epsilon spent once, for the whole dataset, to learn the bound (0 unless learned)."
+    )
+    truncated: bool = Field(
+        description="Whether samples beyond the bound are left out of counts (each patient's first "
+        "`bound` samples are counted)."
+    )
+    patients: Count = Field(description="Distinct patients (public, as the cohort size).")
+
+
 class DatasetInfo(BaseModel):
     patients: Count = Field(description="Cohort size N (public).")
     probes: Count
     tissue: str
     disease: str
     assembly: str
-    hasProbePositions: bool = Field(description="Whether queries by referenceName + start work.")
+    hasProbePositions: bool = Field(
+        description="Whether queries by referenceName + start (+ end) resolve (positions from a manifest "
+        "ingested with the dataset, or from its platform's annotation)."
+    )
+    hasGenes: bool = Field(description="Whether queries by geneId resolve (the annotation has genes).")
+    platform: str = Field(description="The array platform (e.g. GPL13534) whose annotation locates probes.")
+    contribution: ContributionBound
     privacy: DatasetPrivacy
 
 
@@ -495,6 +535,16 @@ class BudgetDetail(Budget):
     countEpsilon: Spent
     threshold: AtLeastOne
     variant: Variant
+    sensitivity: float = Field(
+        1.0, ge=1, description="The dataset's contribution bound this account's noise was drawn for."
+    )
+    marginAbove: float = Field(
+        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients above T a TOP needs (0: SVT²'s test)."
+    )
+    marginBelow: float = Field(
+        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
+    )
+    epsilon3: Spent = Field(0.0, description="`svt2-noisy`: epsilon of the noisy counts that answer TOPs.")
 
 
 class CallerBudgets(BaseModel):

@@ -19,10 +19,26 @@ each other. Every other defence releases a yes/no answer and the observation is 
 | ``noisy-count`` | ``alpha + DLap(Q/eps) >= T``, at most ``Q`` queries | epsilon, Q, T |
 | ``flip`` | ``alpha >= T``; a "yes" with ``alpha < flip_below`` becomes "no" with probability p | p |
 | ``prior-only`` | ``beta >= T`` (the public prior's answer) | T |
+| ``svt2-margin`` | SVT² with margins ``a = b = margin`` (``svt2_margin_batch``) | epsilon, c, T, m |
+| ``svt2-noisy`` | the same; TOP: ``alpha + Lap(c/eps3) >= T`` (``svt2_noisy_batch``) | epsilon, c, T, m, r |
+| ``online-pmw`` | Online PMW from the prior (``online_pmw_batch``), a probe per query | epsilon, c, T, m, r |
+
+(``m``: ``margin``, ``r``: ``release_share``, ``eps3 = r * epsilon``.)
 
 ``noisy-count`` splits the per-user epsilon over a cap of ``Q`` queries (sequential composition): the
 same total privacy cost per user as SVT² with the same epsilon. ``flip`` (Raisaro et al., 2017) has no
-differential-privacy guarantee; its ``epsilon`` is reported as null.
+differential-privacy guarantee; its ``epsilon`` is reported as null. ``svt2-noisy`` and ``online-pmw``
+spend ``eps3 = release_share * epsilon`` on their noisy counts and the rest on the test: ``epsilon`` is
+the whole per-account cost of each.
+
+``svt2-margin``'s observation is the flag, as SVT²'s. ``svt2-noisy`` and ``online-pmw`` release an
+answer that the flag no longer determines; their observation is the yes/no answer (the flag is not
+scored: an attacker reading both could do better, so their AUCs are lower bounds on what they leak).
+``online-pmw`` is evaluated with every query at a probe of its own: a two-bin histogram (the range and
+the rest) starting at the prior's mass ``beta / N``, floored at half a patient. That is the
+mechanism's exact law for streams that never ask twice at one probe (the rarest-range attack, the
+random and discovery workloads); for the tracker, which does, it leaves out the histogram updates
+(after a TOP at a probe the real mechanism answers nearby ranges from the moved histogram for free).
 """
 
 from __future__ import annotations
@@ -41,9 +57,29 @@ from mbeacon.privacy.noise import (
     discrete_laplace_sf,
     uniform,
 )
+from mbeacon.privacy.online_pmw import OnlinePMWParams, online_pmw_batch
 from mbeacon.privacy.svt2 import SVT2Params, svt2_batch
+from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
+from mbeacon.privacy.svt2_noisy import SVT2NoisyParams, svt2_noisy_batch
 
-DEFENCES = ("none", "suppression", "svt2-single", "svt2-redraw", "noisy-count", "flip", "prior-only")
+DEFENCES = (
+    "none",
+    "suppression",
+    "svt2-single",
+    "svt2-redraw",
+    "noisy-count",
+    "flip",
+    "prior-only",
+    "svt2-margin",
+    "svt2-noisy",
+    "online-pmw",
+)
+#: The default evaluation grid's defences; the sanitisers built on SVT² are chosen in the config.
+DEFAULT_DEFENCES = DEFENCES[:7]
+#: Defences whose observation is SVT²'s flag (the answer is the flag applied to the prior's answer).
+FLAG_OBSERVED = ("svt2-single", "svt2-redraw", "svt2-margin")
+#: Defences that keep per-account state between queries (a secret threshold, positives spent).
+STATEFUL = ("svt2-single", "svt2-redraw", "svt2-margin", "svt2-noisy", "online-pmw")
 
 #: ``flip`` only touches rare "yes" answers (count below this), the ones that identify a person.
 FLIP_BELOW = 5
@@ -59,6 +95,10 @@ class Defence:
     c: int | None = None
     flip: float | None = None
     query_cap: int | None = None
+    margin: float | None = None
+    release_share: float | None = None
+    #: The cohort size N (``online-pmw``'s synthetic counts are N times a histogram mass).
+    n: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in DEFENCES:
@@ -67,27 +107,55 @@ class Defence:
             raise ValueError(f"{self.name}: threshold must be an integer >= 1, got {self.threshold}")
         if self.name == "none" and self.threshold != 1:
             raise ValueError("none: the unprotected beacon answers 'any patient' (T = 1); use suppression")
-        needs_epsilon = self.is_svt2 or self.name == "noisy-count"
+        needs_epsilon = self.name in STATEFUL or self.name == "noisy-count"
         if needs_epsilon and not (
             self.epsilon is not None and self.epsilon > 0 and math.isfinite(self.epsilon)
         ):
             raise ValueError(f"{self.name}: epsilon must be a positive number, got {self.epsilon}")
-        if self.is_svt2 and (self.c is None or int(self.c) != self.c or self.c < 1):
+        if self.name in STATEFUL and (self.c is None or int(self.c) != self.c or self.c < 1):
             raise ValueError(f"{self.name}: c must be an integer >= 1, got {self.c}")
         if self.query_cap is not None and self.query_cap < 1:
             raise ValueError(f"{self.name}: query_cap must be >= 1, got {self.query_cap}")
         if self.name == "flip" and (self.flip is None or not 0.0 <= self.flip <= 1.0):
             raise ValueError(f"flip: the flip probability must be in [0, 1], got {self.flip}")
+        if self.margin is not None and not (math.isfinite(self.margin) and self.margin >= 0):
+            raise ValueError(f"{self.name}: margin must be a number >= 0, got {self.margin}")
+        if self.release_share is not None and not 0.0 < self.release_share < 1.0:
+            raise ValueError(f"{self.name}: release_share must be in (0, 1), got {self.release_share}")
 
     @property
     def is_svt2(self) -> bool:
         return self.name.startswith("svt2")
 
     @property
+    def flags_observed(self) -> bool:
+        """Whether the observation is SVT²'s flag (turned into the answer through the prior)."""
+        return self.name in FLAG_OBSERVED
+
+    @property
     def svt2_params(self) -> SVT2Params:
         assert self.is_svt2 and self.epsilon is not None and self.c is not None
+        c, t, margin = int(self.c), self.threshold, float(self.margin or 0.0)
+        if self.name == "svt2-margin":
+            return SVT2MarginParams.from_epsilon(self.epsilon, c, t, margin_above=margin, margin_below=margin)
+        if self.name == "svt2-noisy":
+            share = 1 / 3 if self.release_share is None else self.release_share
+            return SVT2NoisyParams.from_epsilon(
+                self.epsilon, c, t, release_share=share, margin_above=margin, margin_below=margin
+            )
         redraw = self.name == "svt2-redraw"
-        return SVT2Params.from_epsilon(self.epsilon, int(self.c), self.threshold, redraw=redraw)
+        return SVT2Params.from_epsilon(self.epsilon, c, t, redraw=redraw)
+
+    @property
+    def pmw_params(self) -> OnlinePMWParams:
+        """``online-pmw``'s parameters; needs the cohort size (:meth:`with_cohort`)."""
+        assert self.name == "online-pmw" and self.epsilon is not None and self.c is not None
+        if self.n is None:
+            raise ValueError("online-pmw needs the cohort size (Defence.with_cohort) before it answers")
+        share = 1 / 3 if self.release_share is None else self.release_share
+        return OnlinePMWParams.from_epsilon(
+            self.epsilon, int(self.c), self.threshold, self.n, release_share=share, margin=self.margin or 0.0
+        )
 
     @property
     def noisy_count_scale(self) -> float:
@@ -99,7 +167,7 @@ class Defence:
     @property
     def randomised(self) -> bool:
         """Whether two releases of the same queries can differ (repetitions mean something)."""
-        return self.name in ("svt2-single", "svt2-redraw", "noisy-count", "flip")
+        return self.name in (*STATEFUL, "noisy-count", "flip")
 
     @property
     def label(self) -> str:
@@ -110,8 +178,12 @@ class Defence:
             text = f"p={self.flip:g}"
         elif self.name == "noisy-count":
             text = f"eps={self.epsilon:g}"
-        elif self.is_svt2:
+        elif self.name in STATEFUL:
             text = f"eps={self.epsilon:g} c={self.c}"
+            if self.margin:
+                text += f" m={self.margin:g}"
+            if self.release_share is not None and self.name in ("svt2-noisy", "online-pmw"):
+                text += f" r={self.release_share:g}"
         else:
             text = ""
         if self.threshold != 1 and self.name != "suppression":
@@ -121,6 +193,10 @@ class Defence:
     def with_cap(self, queries: int) -> Defence:
         """``noisy-count`` needs its query cap fixed before any query is asked."""
         return replace(self, query_cap=queries) if self.name == "noisy-count" else self
+
+    def with_cohort(self, n: int) -> Defence:
+        """``online-pmw`` needs the cohort size N before any query is asked."""
+        return replace(self, n=int(n)) if self.name == "online-pmw" else self
 
     # --- what the beacon releases ---------------------------------------------------------------
 
@@ -146,10 +222,26 @@ class Defence:
             out = (noisy >= t).astype(np.int8)
             out[:, int(self.query_cap or 0) :] = -1
             return out
+        if self.name == "online-pmw":
+            return self._release_pmw(alpha, beta, source)
         p = self.svt2_params
+        if isinstance(p, SVT2NoisyParams):
+            return svt2_noisy_batch(alpha, beta, p, rng=source).answers
+        if isinstance(p, SVT2MarginParams):
+            return svt2_margin_batch(alpha, beta, p, rng=source).astype(np.int8)
         return svt2_batch(alpha, beta, t, p.epsilon1, p.epsilon2, p.c, redraw=p.redraw, rng=source).astype(
             np.int8
         )
+
+    def _release_pmw(self, alpha: np.ndarray, beta: np.ndarray, source) -> np.ndarray:
+        """Online PMW's answers with every query at a probe of its own (see the module docstring)."""
+        p = self.pmw_params
+        runs, k = alpha.shape
+        inside = np.clip(beta / p.n, 0.5 / p.n, 1.0 - 0.5 / p.n).reshape(-1)
+        prior = np.column_stack([inside, 1.0 - inside])
+        probe = np.arange(runs * k, dtype=np.int64).reshape(runs, k)
+        lo, hi = np.zeros((1, k), dtype=np.int64), np.ones((1, k), dtype=np.int64)
+        return online_pmw_batch(probe, lo, hi, alpha, prior, p, runs=runs, rng=source).answers
 
     # --- what the attacker knows about it -------------------------------------------------------
 
@@ -176,14 +268,41 @@ class Defence:
             return np.where(alpha >= t, keep, 0.0)
         if self.name == "noisy-count":
             return discrete_laplace_sf(t - alpha, self.noisy_count_scale)  # P(alpha + L >= T)
+        if self.name == "online-pmw":
+            return self._p_one_pmw(alpha, beta)
         p = self.svt2_params
         sf = _difference_sf(p.query_scale, p.threshold_scale)
+        if isinstance(p, SVT2MarginParams):
+            # TOP iff W >= T + a - max(alpha, beta) and W' < T - b - min(alpha, beta)
+            high = np.maximum(
+                sf(np.ceil(p.low_threshold - alpha - 1e-9)), sf(np.ceil(p.low_threshold - beta - 1e-9))
+            )
+            low = np.minimum(
+                sf(np.ceil(p.high_threshold - alpha - 1e-9)), sf(np.ceil(p.high_threshold - beta - 1e-9))
+            )
+            top = high * (1.0 - low)
+            if not isinstance(p, SVT2NoisyParams):
+                return top
+            noisy_yes = discrete_laplace_sf(np.ceil(t - alpha - 1e-9), p.release_scale)  # P(alpha + L >= T)
+            return top * noisy_yes + (1.0 - top) * (beta >= t)
         # TOP iff max + y >= T + z1 and min + y' < T + z2, i.e. W >= T - max and W' < T - min
         # with W = y - z1, W' = y' - z2 independent and identically distributed on the integers.
         # sf is non-increasing, so sf(T - max(a, b)) = max(sf(T - a), sf(T - b)) (and min for the
         # other side): two small lookups, for the counts and for the betas, then one broadcast.
         from_alpha, from_beta = sf(np.ceil(t - alpha - 1e-9)), sf(np.ceil(t - beta - 1e-9))
         return np.maximum(from_alpha, from_beta) * (1.0 - np.minimum(from_alpha, from_beta))
+
+    def _p_one_pmw(self, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Online PMW before any update at the probe: the synthetic count is the prior's ``beta``
+        (floored as in :meth:`_release_pmw`); TOP iff ``q + nu >= margin + rho``."""
+        p = self.pmw_params
+        s = np.clip(beta, 0.5, p.n - 0.5)
+        yes = s >= p.threshold
+        t = p.count_threshold
+        q = np.where(yes, t - 1 - alpha, alpha - t)
+        top = _difference_sf(p.query_scale, p.threshold_scale)(np.ceil(p.margin - q - 1e-9))
+        noisy_yes = discrete_laplace_sf(np.ceil(p.threshold - alpha - 1e-9), p.release_scale)
+        return top * noisy_yes + (1.0 - top) * yes
 
 
 @lru_cache(maxsize=64)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mbeacon.attack.defences import DEFENCES, Defence
-from mbeacon.attack.planning import STRATEGIES
+from mbeacon.attack.defences import DEFAULT_DEFENCES, DEFENCES, Defence
+from mbeacon.attack.planning import ATTACKERS, STRATEGIES
 from mbeacon.attack.run import evaluate_setting
 from mbeacon.attack.scenario import Scenario, build_scenario, scenario_from_simulation
 from mbeacon.store.simulate import SimulationConfig, simulate_arrays
@@ -35,12 +35,18 @@ JSON_KEYS = (
     "threshold",
     "flip",
     "query_cap",
+    "margin",
+    "release_share",
     "queries",
+    "attacker",
     "auc",
+    "auc_rarest",
+    "auc_tracker",
     "auc_sd",
     "tpr_at_1pct_fpr",
     "utility_random",
     "utility_discovery",
+    "utility_exploration",
     "burn_per_1000",
     "refused",
     "queries_asked",
@@ -53,12 +59,16 @@ class GridConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    defences: list[str] = Field(default_factory=lambda: list(DEFENCES))
+    defences: list[str] = Field(default_factory=lambda: list(DEFAULT_DEFENCES))
     epsilon: list[float] = Field(default_factory=lambda: [1.0, 3.0, 10.0, 30.0, 100.0])
     c: list[int] = Field(default_factory=lambda: [5, 20, 50])
     threshold: list[int] = Field(default_factory=lambda: [1, 5])
     suppression_threshold: list[int] = Field(default_factory=lambda: [2, 5, 10])
     flip: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75])
+    #: Decision margins (patients) of svt2-margin, svt2-noisy and online-pmw.
+    margin: list[float] = Field(default_factory=lambda: [0.0, 20.0])
+    #: Share of epsilon spent on the noisy counts of svt2-noisy and online-pmw.
+    release_share: list[float] = Field(default_factory=lambda: [1 / 3])
 
     @field_validator("defences")
     @classmethod
@@ -83,6 +93,15 @@ class GridConfig(BaseModel):
             elif name == "noisy-count":
                 pairs = product(self.threshold, self.epsilon)
                 out += [Defence(name, epsilon=e, threshold=t) for t, e in pairs]
+            elif name == "svt2-margin":
+                grid = product(self.threshold, self.c, self.epsilon, self.margin)
+                out += [Defence(name, epsilon=e, c=c, threshold=t, margin=m) for t, c, e, m in grid]
+            elif name in ("svt2-noisy", "online-pmw"):
+                grid = product(self.threshold, self.c, self.epsilon, self.margin, self.release_share)
+                out += [
+                    Defence(name, epsilon=e, c=c, threshold=t, margin=m, release_share=r)
+                    for t, c, e, m, r in grid
+                ]
             else:
                 out += [
                     Defence(name, epsilon=e, c=c, threshold=t)
@@ -121,6 +140,7 @@ class EvaluationConfig(BaseModel):
     strategy: str = "pooled"
     z: float = Field(2.0, gt=0)
     adaptive_bound: float | None = Field(None, gt=0)
+    attackers: list[str] = Field(default_factory=lambda: list(ATTACKERS))
     simulation: dict[str, Any] = Field(default_factory=dict)
     data: CohortData | None = None
     grid: GridConfig = Field(default_factory=GridConfig)
@@ -131,6 +151,14 @@ class EvaluationConfig(BaseModel):
         if not queries or min(queries) < 1:
             raise ValueError("queries must be a non-empty list of positive query counts")
         return sorted(set(queries))
+
+    @field_validator("attackers")
+    @classmethod
+    def _attackers(cls, names: list[str]) -> list[str]:
+        unknown = sorted(set(names) - set(ATTACKERS))
+        if unknown or not names:
+            raise ValueError(f"attackers must be a non-empty list of {', '.join(ATTACKERS)}")
+        return names
 
     @field_validator("strategy")
     @classmethod
@@ -263,6 +291,7 @@ def _task_kwargs(config: EvaluationConfig, index: int) -> dict[str, Any]:
         "repetitions": config.repetitions,
         "seed": [config.seed, index],
         "adaptive_bound": config.adaptive_bound,
+        "attackers": tuple(config.attackers),
     }
 
 

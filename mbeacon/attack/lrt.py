@@ -79,11 +79,11 @@ def observation_probabilities(
     return (np.clip(member, EPS, 1 - EPS).reshape(shape), np.clip(non, EPS, 1 - EPS).reshape(shape))
 
 
-def _marginal(
-    defence: Defence, pi: np.ndarray, beta: np.ndarray, n: int, miss: float
-) -> tuple[np.ndarray, np.ndarray]:
-    if pi.size == 0:
-        return pi.copy(), pi.copy()
+def count_pmfs(pi: np.ndarray, n: int, miss: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(k, member, non)``: the counts ``0..kmax`` and, per query (rows), the pmf of the count of its
+    range over them if the victim is in the cohort and if not (the mass beyond ``kmax`` at ``kmax``).
+    ``pi`` (non-empty) is each range's population probability, ``miss`` the chance that the victim's
+    value there is missing."""
     kmax = min(n, int(binom.ppf(1 - 1e-9, n, float(pi.max()))) + 2)
     k = np.arange(kmax + 1, dtype=np.float64)
     # The count's pmfs depend on pi alone, which takes few distinct values (the pooled estimate is a
@@ -95,8 +95,17 @@ def _marginal(
     member = (1.0 - miss) * with_victim + miss * others
     for pmf in (non, member):  # the mass beyond kmax behaves like kmax
         pmf[:, -1] += np.clip(1.0 - pmf.sum(axis=1), 0.0, None)
+    return k, member[which], non[which]
+
+
+def _marginal(
+    defence: Defence, pi: np.ndarray, beta: np.ndarray, n: int, miss: float
+) -> tuple[np.ndarray, np.ndarray]:
+    if pi.size == 0:
+        return pi.copy(), pi.copy()
+    k, member, non = count_pmfs(pi, n, miss)
     p_one = defence.p_observe_one(k[None, :], beta[:, None])
-    return np.einsum("ij,ij->i", member[which], p_one), np.einsum("ij,ij->i", non[which], p_one)
+    return np.einsum("ij,ij->i", member, p_one), np.einsum("ij,ij->i", non, p_one)
 
 
 def lrt_scores(answers: np.ndarray, p_member: np.ndarray, p_nonmember: np.ndarray) -> np.ndarray:

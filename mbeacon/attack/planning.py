@@ -29,6 +29,9 @@ import numpy as np
 from mbeacon.store.priors import Prior
 
 STRATEGIES = ("pooled", "prior")
+#: The attackers: ``rarest`` asks this module's plan; ``tracker`` (:mod:`mbeacon.attack.tracker`)
+#: searches, around the same planned intervals, for ranges holding T - 1 patients.
+ATTACKERS = ("rarest", "tracker")
 
 
 @dataclass(frozen=True)

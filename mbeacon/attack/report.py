@@ -35,6 +35,9 @@ COLOURS = {
     "noisy-count": "#9467bd",
     "flip": "#8c564b",
     "prior-only": "#7f7f7f",
+    "svt2-margin": "#2ca02c",
+    "svt2-noisy": "#bcbd22",
+    "online-pmw": "#e377c2",
 }
 MARKERS = {
     "none": "X",
@@ -44,6 +47,9 @@ MARKERS = {
     "noisy-count": "^",
     "flip": "v",
     "prior-only": "P",
+    "svt2-margin": "<",
+    "svt2-noisy": ">",
+    "online-pmw": "*",
 }
 
 
@@ -169,12 +175,16 @@ def _fmt(value: object, digits: int = 3) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """The rows as a Markdown table (one line per setting)."""
-    head = "| setting | AUC | TPR at 1% FPR | utility random | utility discovery | burn / 1000 | refused |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    """The rows as a Markdown table (one line per setting; AUC and TPR are the strongest attacker's)."""
+    head = (
+        "| setting | AUC | attacker | TPR at 1% FPR | utility random | utility discovery | burn / 1000 "
+        "| refused |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
     for _, r in frame.iterrows():
         lines.append(
-            f"| {r['label']} | {_fmt(r['auc'])} | {_fmt(r['tpr_at_1pct_fpr'], 2)} | "
+            f"| {r['label']} | {_fmt(r['auc'])} | {_fmt(r.get('attacker', 'rarest'))} | "
+            f"{_fmt(r['tpr_at_1pct_fpr'], 2)} | "
             f"{_fmt(r['utility_random'])} | {_fmt(r['utility_discovery'])} | "
             f"{_fmt(r['burn_per_1000'], 0)} | {_fmt(r['refused'], 2)} |"
         )

@@ -1,5 +1,11 @@
 """One defence setting against one scenario: attack metrics by number of queries, and utility.
 
+Every attacker of :data:`~mbeacon.attack.planning.ATTACKERS` runs on the setting (``rarest``: the
+likelihood-ratio attack on the rarest ranges around the victim's value; ``tracker``: the
+threshold-aware tracker of :mod:`mbeacon.attack.tracker`), and each row reports the strongest one's
+AUC as ``auc`` and its name as ``attacker``, with every attacker's own AUC beside it
+(``auc_rarest``, ``auc_tracker``).
+
 Vectorised over victims and repetitions: a repetition is a fresh draw of the defence's randomness
 (every victim's queries go through its own account, as if the attacker opened one per victim, which
 favours the attacker), so ``repetitions x victims`` streams run through the defence in one call
@@ -15,7 +21,11 @@ import numpy as np
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.lrt import lrt_scores, observation_probabilities
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
+from mbeacon.attack.planning import ATTACKERS
 from mbeacon.attack.scenario import Scenario, Workload
+from mbeacon.attack.tracker_eval import tracker_scores
+from mbeacon.privacy.noise import as_source
+from mbeacon.privacy.online_pmw import online_pmw_batch
 from mbeacon.privacy.svt2 import svt2_release
 
 ROC_POINTS = 101
@@ -27,7 +37,7 @@ UTILITY_RUNS = 200
 
 def released_answers(defence: Defence, observations: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """Yes/no answers (-1 unanswered) from observations: SVT²'s flags become answers through the prior."""
-    if not defence.is_svt2:
+    if not defence.flags_observed:
         return observations
     return svt2_release(observations, beta, defence.threshold)
 
@@ -42,7 +52,20 @@ def utility(defence: Defence, workload: Workload, runs: int, rng: np.random.Gene
     if len(workload) == 0:
         return None
     alpha = np.broadcast_to(workload.alpha, (runs, len(workload)))
-    observations = defence.release(alpha, workload.beta, rng)
+    if defence.name == "online-pmw" and workload.histograms is not None:
+        # queries that share a probe share its histogram: the mechanism learns across them
+        observations = online_pmw_batch(
+            workload.probe,
+            workload.lo,
+            workload.hi,
+            alpha,
+            workload.histograms,
+            defence.pmw_params,
+            runs=runs,
+            rng=as_source(rng),
+        ).answers
+    else:
+        observations = defence.release(alpha, workload.beta, rng)
     answers = released_answers(defence, observations, workload.beta)
     answers = np.where(answers < 0, workload.beta >= defence.threshold, answers)
     truth = workload.alpha >= defence.threshold
@@ -74,11 +97,21 @@ def evaluate_setting(
     repetitions: int,
     seed: int | list[int],
     adaptive_bound: float | None = None,
+    attackers: tuple[str, ...] | list[str] = ATTACKERS,
 ) -> list[dict]:
     """One result row per query count: attack AUC and TPR at 1% FPR (means over repetitions), ROC,
-    utility on both workloads, positives spent per 1,000 attack queries and the share refused."""
+    utility on both workloads, positives spent per 1,000 attack queries and the share refused.
+
+    ``auc``, ``auc_sd``, ``tpr_at_1pct_fpr`` and the ROC are the strongest attacker's (highest mean
+    AUC at that query count among the attackers that have scored something by then; ``attacker``
+    names it); ``burn_per_1000``, ``refused`` and ``queries_asked`` describe the ``rarest``
+    attacker's stream.
+    """
+    unknown = sorted(set(attackers) - set(ATTACKERS))
+    if unknown or not attackers:
+        raise ValueError(f"attackers must be some of {', '.join(ATTACKERS)}; got {list(attackers)}")
     rng = np.random.default_rng(seed)  # noise-ok: evaluation, seeded for reproducibility
-    defence = defence.with_cap(scenario.queries)
+    defence = defence.with_cap(scenario.queries).with_cohort(scenario.n)
     reps = repetitions if defence.randomised else 1
     utility_runs = UTILITY_RUNS if defence.randomised else 1
     beta = scenario.beta
@@ -98,20 +131,35 @@ def evaluate_setting(
         "repetitions": reps,
     }
     labels = scenario.labels
+    by_attacker = {"rarest": scores} if "rarest" in attackers else {}
+    if "tracker" in attackers:  # after everything above, so the rarest attacker's figures do not move
+        by_attacker["tracker"] = tracker_scores(scenario, defence, repetitions=reps, rng=rng)[0]
+    # last, so that adding it moved no other figure
+    exploration = scenario.exploration
+    common["utility_exploration"] = (
+        None if exploration is None else utility(defence, exploration, utility_runs, rng)
+    )
     rows = []
     for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
-        at_q = scores[:, :, q - 1]
-        aucs = [auc(at_q[r], labels) for r in range(reps)]
+        each = {name: [auc(s[r, :, q - 1], labels) for r in range(reps)] for name, s in by_attacker.items()}
+        # An attacker that has scored nothing yet (the tracker before its first test: every score
+        # still equal) has no AUC to speak of; its 0.5 would only hide the other one's.
+        scored = [name for name, s in by_attacker.items() if np.ptp(s[:, :, q - 1]) > 0] or list(each)
+        strongest = max(scored, key=lambda name: np.mean(each[name]))  # ties: the first, rarest
+        at_q = by_attacker[strongest][:, :, q - 1]
+        aucs = each[strongest]
         tprs = [tpr_at_fpr(at_q[r], labels, 0.01) for r in range(reps)]
         answered = observations[:, :, :q] >= 0
-        positives = np.sum(observations[:, :, :q] == 1) if defence.is_svt2 else None
+        positives = np.sum(observations[:, :, :q] == 1) if defence.flags_observed else None
         burn = None if positives is None else float(1000 * positives / max(1, answered.sum()))
         fpr, tpr = _downsample(*roc_curve(at_q[0], labels))
         rows.append(
             {
                 **common,
                 "queries": q,
+                "attacker": strongest,
                 "auc": float(np.mean(aucs)),
+                **{f"auc_{name}": float(np.mean(each[name])) if name in each else None for name in ATTACKERS},
                 "auc_sd": float(np.std(aucs)),
                 "tpr_at_1pct_fpr": float(np.mean(tprs)),
                 "burn_per_1000": burn,

@@ -8,7 +8,11 @@ same queries about exactly the same people ("on the same footing"):
 * the **random** workload: ranges of random width at random probes, where the prior is usually right;
 * the **discovery** workload: at the probes where the cohort differs most from the prior (its DMPs),
   "how many patients lie beyond the midpoint of the prior's and the cohort's means?", kept only where
-  the prior's answer is wrong. That is why a researcher queries this beacon rather than the prior.
+  the prior's answer is wrong. That is why a researcher queries this beacon rather than the prior;
+* the **exploration** workload: a researcher zooming in on findings asks several ranges at each of a
+  few DMPs (ranges on a grid of :data:`BINS` bins, each holding the bin of the cohort's mean), all kept.
+  Its queries carry their probe and bins, so Online PMW answers them from one histogram per probe
+  (the prior's masses on the bins, floored at half a patient) and learns across them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from mbeacon.store.priors import Prior, prior_from_matrix
 
 #: Share of probes treated as the cohort's DMPs when choosing discovery queries.
 DMP_FRACTION = 0.02
+#: Value bins of the exploration workload's ranges and of Online PMW's histograms there.
+BINS = 20
+#: Exploration: DMPs explored and ranges asked at each.
+EXPLORED_PROBES, RANGES_PER_PROBE = 20, 5
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,6 +40,12 @@ class Workload:
 
     alpha: np.ndarray
     beta: np.ndarray
+    #: Where each query is, for mechanisms that learn per probe (exploration only): the row of
+    #: ``histograms`` (the prior's bin masses at the query's probe) and the bins ``[lo, hi)``.
+    probe: np.ndarray | None = None
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    histograms: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.alpha.shape[0])
@@ -49,6 +63,12 @@ class Scenario:
     random: Workload
     discovery: Workload
     description: str = ""
+    #: What an adaptive attacker (:mod:`mbeacon.attack.tracker_eval`) needs to have any range counted:
+    #: the cohort (probes x patients), each prior position's cohort row (-1: absent) and the prior.
+    cohort: np.ndarray | None = None
+    cohort_rows: np.ndarray | None = None
+    prior: Prior | None = None
+    exploration: Workload | None = None
 
     @cached_property
     def beta(self) -> np.ndarray:
@@ -104,6 +124,10 @@ def build_scenario(
         random=random_workload(cohort, prior, prior_rows, n_random, rng),
         discovery=discovery_workload(cohort, prior, prior_rows, n_discovery, rng),
         description=description,
+        cohort=cohort,
+        cohort_rows=cohort_rows,
+        prior=prior,
+        exploration=exploration_workload(cohort, prior, prior_rows, rng),
     )
 
 
@@ -148,6 +172,47 @@ def discovery_workload(
     keep = np.flatnonzero(wrong)
     keep = rng.permutation(keep)[:size]
     return Workload(alpha[keep], beta[keep])
+
+
+def exploration_workload(
+    cohort: np.ndarray,
+    prior: Prior,
+    prior_rows: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    probes: int = EXPLORED_PROBES,
+    per_probe: int = RANGES_PER_PROBE,
+) -> Workload:
+    """At the ``probes`` strongest DMPs, ``per_probe`` ranges of 1 to 7 bins around the cohort's mean.
+
+    Counts are over ``[lo, hi)`` in value (the last bin closed at 1), as the histogram's bins are.
+    """
+    known = np.flatnonzero(prior_rows >= 0)
+    with np.errstate(all="ignore"):
+        cohort_mean = np.nanmean(cohort[known], axis=1)
+    shift = np.nan_to_num(cohort_mean - prior.mean[prior_rows[known]])
+    dmps = np.argsort(-np.abs(shift), kind="stable")[: min(probes, known.size)]
+    rows = known[dmps]
+    centre = np.clip((np.nan_to_num(cohort_mean[dmps], nan=0.5) * BINS).astype(np.int64), 0, BINS - 1)
+    k = rows.size
+    lo = np.maximum(0, centre[:, None] - rng.integers(0, 4, (k, per_probe)))
+    hi = np.minimum(BINS, centre[:, None] + 1 + rng.integers(0, 4, (k, per_probe)))
+    edges = np.arange(BINS + 1) / BINS
+    mass = np.diff(prior.probability(prior_rows[rows][:, None], 0.0, edges[None, 1:]), axis=1, prepend=0.0)
+    n = cohort.shape[1]
+    floor = 0.5 / n  # multiplicative weights cannot move mass into an empty bin
+    histograms = np.maximum(np.nan_to_num(mass), floor)
+    histograms /= histograms.sum(axis=1, keepdims=True)
+    values = cohort[rows]
+    order = rng.permutation(k * per_probe)  # the researcher's questions interleave across probes
+    probe = np.repeat(np.arange(k), per_probe)[order]
+    lo, hi = lo.ravel()[order], hi.ravel()[order]
+    v = values[probe]
+    upper = np.where(hi == BINS, np.inf, hi / BINS)
+    alpha = np.sum((v >= (lo / BINS)[:, None]) & (v < upper[:, None]), axis=1)
+    csum = np.concatenate([np.zeros((k, 1)), np.cumsum(histograms, axis=1)], axis=1)
+    beta = n * (csum[probe, hi] - csum[probe, lo])
+    return Workload(alpha, beta, probe, lo, hi, histograms)
 
 
 def scenario_from_simulation(

@@ -17,8 +17,15 @@ import json
 from dataclasses import asdict, dataclass
 
 from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.mechanisms import SANITISED
 from mbeacon.privacy.accounting import svt2_spent
 from mbeacon.privacy.svt2 import SVT2Params, SVT2State, svt2_allocate
+from mbeacon.privacy.svt2_margin import SVT2MarginParams
+from mbeacon.privacy.svt2_noisy import SVT2NoisyParams
+
+#: Parameters of the newer sanitisers: left out of the stored text when 0, so the text of an account
+#: that does not use them is what it always was.
+_SANITISER_FIELDS = ("margin_above", "margin_below", "epsilon3")
 
 
 @dataclass(frozen=True)
@@ -33,10 +40,20 @@ class AccountParams:
     c: int
     threshold: int
     variant: str
+    sensitivity: float = 1.0  # the dataset's contribution bound when the account opened
+    margin_above: float = 0.0  # svt2-margin, svt2-noisy
+    margin_below: float = 0.0
+    epsilon3: float = 0.0  # svt2-noisy: the noisy counts that answer TOPs
+
+    @property
+    def sanitised(self) -> bool:
+        """Answers go through SVT²'s state and spend budget (every mechanism but ``none``)."""
+        return self.mechanism in SANITISED
 
     @classmethod
-    def from_policy(cls, policy: DatasetPolicy) -> AccountParams:
-        svt_epsilon = policy.epsilon - policy.count_epsilon
+    def from_policy(cls, policy: DatasetPolicy, *, sensitivity: float = 1.0) -> AccountParams:
+        epsilon3 = policy.epsilon * policy.effective_release_share
+        svt_epsilon = policy.epsilon - policy.count_epsilon - epsilon3
         eps1, eps2 = svt2_allocate(svt_epsilon, policy.c, redraw=policy.variant == "redraw")
         return cls(
             mechanism=policy.mechanism,
@@ -47,17 +64,31 @@ class AccountParams:
             c=policy.c,
             threshold=policy.threshold,
             variant=policy.variant,
+            sensitivity=float(sensitivity),
+            margin_above=policy.margin_above,
+            margin_below=policy.margin_below,
+            epsilon3=epsilon3,
         )
 
     def svt2(self) -> SVT2Params:
-        return SVT2Params(
-            float(self.threshold), self.epsilon1, self.epsilon2, self.c, redraw=self.variant == "redraw"
-        )
+        """The mechanism's parameters (:class:`SVT2MarginParams`/:class:`SVT2NoisyParams` for the
+        margin and noisy-release mechanisms; see :mod:`mbeacon.beacon.mechanisms`)."""
+        args = (float(self.threshold), self.epsilon1, self.epsilon2, self.c, self.sensitivity,
+                self.variant == "redraw")  # fmt: skip
+        if self.mechanism == "svt2-noisy":
+            return SVT2NoisyParams(*args, self.margin_above, self.margin_below, self.epsilon3)
+        if self.mechanism == "svt2-margin":
+            return SVT2MarginParams(*args, self.margin_above, self.margin_below)
+        return SVT2Params(*args)
 
     def to_storage(self) -> str:
         """The parameters as the ledger stores them (JSON text, keys sorted, so equal parameters
         are equal texts)."""
-        return json.dumps(asdict(self), sort_keys=True)
+        fields = asdict(self)
+        for name in _SANITISER_FIELDS:
+            if not fields[name]:
+                del fields[name]
+        return json.dumps(fields, sort_keys=True)
 
     @classmethod
     def from_storage(cls, text: str) -> AccountParams:
@@ -76,6 +107,10 @@ class AccountParams:
             "c": self.c,
             "threshold": self.threshold,
             "variant": self.variant,
+            "sensitivity": self.sensitivity,
+            "marginAbove": self.margin_above,
+            "marginBelow": self.margin_below,
+            "epsilon3": self.epsilon3,
         }
 
 
@@ -91,11 +126,11 @@ class Account:
 
     @property
     def exhausted(self) -> bool:
-        return self.params.mechanism == "svt2" and self.state.count >= self.params.c
+        return self.params.sanitised and self.state.count >= self.params.c
 
     def epsilon_spent(self) -> float:
         p = self.params
-        if p.mechanism != "svt2":
+        if not p.sanitised:
             return 0.0
         return svt2_spent(
             p.epsilon1,
@@ -103,12 +138,12 @@ class Account:
             p.c,
             self.state.count,
             redraw=p.variant == "redraw",
-            count_epsilon=p.count_epsilon,
+            count_epsilon=p.count_epsilon + p.epsilon3,  # both paid per positive (svt2_spent)
         )
 
     def budget(self) -> dict:
         """What the holder is told: the Beacon response's budget fields."""
-        if self.params.mechanism != "svt2":
+        if not self.params.sanitised:
             return unopened_budget(self.params)
         return {
             "positivesUsed": self.state.count,

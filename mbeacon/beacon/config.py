@@ -35,7 +35,7 @@ class DatasetPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mechanism: Literal["svt2", "none"] = "svt2"
+    mechanism: Literal["svt2", "svt2-margin", "svt2-noisy", "none"] = "svt2"
     allow_unprotected: bool = False
     epsilon: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
     c: int = Field(5, ge=1, le=100_000)
@@ -46,6 +46,14 @@ class DatasetPolicy(BaseModel):
     tier: Tier = "REGISTERED"
     prior: str | None = None
     count_epsilon: float = Field(0.0, ge=0, allow_inf_nan=False)
+    #: The most samples of one patient counted (the sensitivity); None: the bound recorded at ingest
+    #: (see mbeacon.beacon.contribution).
+    contribution_bound: int | None = Field(None, ge=1, le=10_000)
+    #: svt2-margin / svt2-noisy: how far above / below T the thresholds of SVT²'s two tests sit (patients).
+    margin_above: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
+    margin_below: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
+    #: svt2-noisy: the share of epsilon spent on the noisy counts that answer TOPs (epsilon3).
+    release_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _consistent(self) -> DatasetPolicy:
@@ -54,6 +62,7 @@ class DatasetPolicy(BaseModel):
                 "mechanism 'none' answers from the raw data with no protection; it needs "
                 "allow_unprotected = true (for evaluations only)"
             )
+        _check_sanitiser_keys(self)
         if self.count_epsilon >= self.epsilon:
             raise ValueError("count_epsilon is carved out of epsilon and must be smaller than it")
         if self.epsilon - self.count_epsilon < MIN_SVT_EPSILON:
@@ -61,7 +70,36 @@ class DatasetPolicy(BaseModel):
                 f"epsilon - count_epsilon (the SVT² part) must be at least {MIN_SVT_EPSILON:g}, "
                 f"not {self.epsilon - self.count_epsilon:g}"
             )
+        if self.epsilon * (1 - self.effective_release_share) < MIN_SVT_EPSILON:
+            raise ValueError(
+                f"epsilon * (1 - release_share) (the SVT² part) must be at least {MIN_SVT_EPSILON:g}"
+            )
         return self
+
+    @property
+    def effective_release_share(self) -> float:
+        """epsilon3 / epsilon: ``release_share`` (default 1/3) with svt2-noisy, else 0."""
+        if self.mechanism != "svt2-noisy":
+            return 0.0
+        return 1 / 3 if self.release_share is None else self.release_share
+
+
+def _check_sanitiser_keys(policy: DatasetPolicy) -> None:
+    """Each sanitiser's keys only with its mechanism: a margin or share the mechanism would ignore is
+    a mistake in the file, not a setting (the operator believes the answers use it)."""
+    margins = policy.margin_above or policy.margin_below
+    if margins and policy.mechanism not in ("svt2-margin", "svt2-noisy"):
+        key = "margin_above" if policy.margin_above else "margin_below"
+        raise ValueError(
+            f"{key} applies to mechanism 'svt2-margin' or 'svt2-noisy', not {policy.mechanism!r}"
+        )
+    if policy.release_share is not None and policy.mechanism != "svt2-noisy":
+        raise ValueError(f"release_share applies to mechanism 'svt2-noisy', not {policy.mechanism!r}")
+    if policy.mechanism == "svt2-noisy" and policy.count_epsilon > 0:
+        raise ValueError(
+            "count_epsilon must be 0 with mechanism 'svt2-noisy': its TOP answers release their own "
+            "noisy count, paid by release_share"
+        )
 
 
 class ServiceConfig(BaseModel):

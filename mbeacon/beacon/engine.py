@@ -3,13 +3,16 @@
 For each request:
 
 1. resolve the datasets the caller may see and the probe of each query in each dataset it targets;
-   a query whose probe no targeted dataset has (an unknown ``probeId``, a position no probe is at)
-   refuses the whole request with :class:`UnknownProbe` (HTTP 400) before the ledger is touched: the
-   probe lists are public, so the refusal reveals nothing and nonsense spends nothing. A query is
+   region and gene queries are first expanded into the probe queries they stand for
+   (:mod:`mbeacon.beacon.regions`, refusing what does not resolve); a query whose probe no targeted
+   dataset has refuses the whole request with :class:`UnknownProbe` (HTTP 400) before the ledger is
+   touched: the probe lists are public, so the refusal reveals nothing and nonsense spends nothing. A query is
    answered by the targeted datasets that have its probe and skipped by the others;
 2. compute, outside any lock, ``alpha`` (patients with a value in the range, from the HDF5 store)
    and ``beta = N * P_prior(range)`` with N the **public** cohort size (never a per-probe count of
-   non-missing values: docs/privacy.md explains why that would leak);
+   non-missing values: docs/privacy.md explains why that would leak); a cohort with several samples
+   per patient counts only each patient's first ``b`` samples, ``b`` its contribution bound and the
+   sensitivity of SVT² and noisy counts (:mod:`mbeacon.beacon.contribution`);
 3. in one ledger transaction: lock every budget account involved (sorted, so no deadlock), take
    cached answers, run SVT² over the rest from the saved state, store the new state, the new cached
    answers and the audit rows; commit;
@@ -34,14 +37,19 @@ import numpy as np
 
 from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
 from mbeacon.beacon.config import TIERS, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
 from mbeacon.beacon.holders import budget_holder
 from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
+from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED
+from mbeacon.beacon.mechanisms import run as run_mechanism
 from mbeacon.beacon.query import MethylationQuery, QueryError
+from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
-from mbeacon.privacy.svt2 import SVT2State, svt2_resume, svt2_step
+from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
+from mbeacon.store.probe_ids import case_hint
 
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
 SETTLE_NS = 1_000_000_000
@@ -74,7 +82,11 @@ class UnknownProbe(QueryError):
 
 @dataclass
 class _Resolved:
-    """Per dataset: the queries it answers, the probe each resolved to and that probe's row."""
+    """Per dataset: the queries it answers, the probe each resolved to and that probe's row.
+
+    The probe is the stored id of the row, whatever spelling found it (``cg00000029`` or
+    ``cg00000029_TC21``): the cache key and the audit name the row, so every spelling of one CpG is
+    one question."""
 
     indices: list[int]
     probes: list[str | None]  # never None here; typed as _work's probes
@@ -142,14 +154,9 @@ def _audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str
     json does): the encoder's set-up cost more than the text, once per query of a 1,000-query batch.
     ``tests/test_api_behaviour.py`` checks the identity.
     """
-    where = (
-        f'"probeId": {_json_str(q.probe)}'
-        if q.probe is not None
-        else f'"referenceName": {_json_scalar(q.chromosome)}, "start": {_json_scalar(q.start)}'
-    )
     return (
         f'{{"granularity": {_json_str(granularity)}, "maxValue": {q.hi!r}, "minValue": {q.lo!r}, '
-        f'"probe": {_json_scalar(probe)}, {where}}}'
+        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe)}}}'
     )
 
 
@@ -165,11 +172,13 @@ class AnswerEngine:
         self.config = config
         self.ledger = ledger
         self.store = CohortStore(config.store)
-        self._cohorts: dict[str, Cohort] = {}
+        self._cohorts: dict[str, Cohort | TruncatedCohort] = {}
+        self._sensitivities: dict[str, Sensitivity] = {}
         self._priors: dict[str, Prior] = {}
         self._ids: tuple[int, list[str]] | None = None
         self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
+        self._locators = Locators(self.store.root)
 
     # --- datasets and priors -------------------------------------------------------------------
 
@@ -194,11 +203,21 @@ class AnswerEngine:
     def visible(self, principal: Principal) -> list[str]:
         return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]
 
-    def cohort(self, dataset: str) -> Cohort:
+    def cohort(self, dataset: str) -> Cohort | TruncatedCohort:
+        """The dataset as it is counted: truncated at its contribution bound (contribution.py)."""
         with self._lock:
             if dataset not in self._cohorts:
-                self._cohorts[dataset] = self.store.open(dataset)
+                raw = self.store.open(dataset)
+                raw.populate = True  # a serving process reads rows all over the file
+                sensitivity = sensitivity_of(dataset, raw.info, self.config.policy(dataset))
+                self._sensitivities[dataset] = sensitivity
+                self._cohorts[dataset] = serving_cohort(raw, sensitivity)
             return self._cohorts[dataset]
+
+    def sensitivity(self, dataset: str) -> Sensitivity:
+        """The contribution bound ``dataset`` is served at, and where it came from."""
+        self.cohort(dataset)
+        return self._sensitivities[dataset]
 
     def prior_name(self, dataset: str) -> str:
         """The dataset's prior; :class:`NoPriorChosen` saying where to name one if it has none."""
@@ -223,11 +242,12 @@ class AnswerEngine:
         for dataset in self.dataset_ids():
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file
-            if policy.mechanism == "svt2":
+            if policy.mechanism in SANITISED:
                 self.prior(dataset)
 
     def new_params(self, dataset: str) -> AccountParams:
-        return AccountParams.from_policy(self.config.policy(dataset))
+        policy = self.config.policy(dataset)
+        return AccountParams.from_policy(policy, sensitivity=self.sensitivity(dataset).bound)
 
     # --- answering -----------------------------------------------------------------------------
 
@@ -243,11 +263,16 @@ class AnswerEngine:
                 targets[dataset].append(i)
         return targets
 
-    def _resolve(self, cohort: Cohort, q: MethylationQuery) -> str | None:
-        if q.probe is not None:
-            return q.probe
-        found = cohort.probes_at(q.chromosome or "", (q.start or 0) + 1)
-        return found[0] if found else None
+    def located(self, dataset: str) -> Located:
+        """How the probes of ``dataset`` are found by region and by gene (regions.py)."""
+        return self._locators.of(dataset, self.cohort(dataset))
+
+    def _expand(self, principal: Principal, queries: list[MethylationQuery]) -> Expansion:
+        """Region and gene queries as the single-probe queries they stand for (regions.py)."""
+        if all(q.probe is not None for q in queries):  # most requests: nothing to expand
+            return Expansion(queries)
+        return expand(queries, visible=self.visible(principal), cohort=self.cohort, locators=self._locators,
+                      max_total=self.config.max_batch)  # fmt: skip
 
     def _resolved(self, principal: Principal, queries: list[MethylationQuery]) -> dict[str, _Resolved]:
         """Each targeted dataset's queries whose probe it has; :class:`UnknownProbe` (naming the
@@ -263,19 +288,17 @@ class AnswerEngine:
             indices = targets[dataset]
             if len(indices) == 1:  # most requests: no arrays, no loop
                 i = indices[0]
-                probe = self._resolve(cohort, queries[i])
-                row = cohort.probe_row(probe) if probe is not None else -1
-                if row >= 0 and probe is not None:
-                    resolved[dataset] = _Resolved(indices, [probe], [row])
+                row = cohort.probe_row(queries[i].probe)
+                if row >= 0:
+                    resolved[dataset] = _Resolved(indices, [cohort.probe_name(row)], [row])
                     found[i] = True
                 continue
-            probes = [self._resolve(cohort, queries[i]) for i in indices]
-            rows = cohort.probe_index(np.array([p or "" for p in probes])).tolist()
+            rows = cohort.probe_index(np.array([queries[i].probe for i in indices])).tolist()
             kept = _Resolved([], [], [])
-            for i, probe, row in zip(indices, probes, rows, strict=True):
-                if row >= 0 and probe is not None:
+            for i, row in zip(indices, rows, strict=True):
+                if row >= 0:
                     kept.indices.append(i)
-                    kept.probes.append(probe)
+                    kept.probes.append(cohort.probe_name(row))
                     kept.rows.append(row)
                     found[i] = True
             if kept.indices:
@@ -299,20 +322,10 @@ class AnswerEngine:
             f" and {len(datasets) - 5} more" if len(datasets) > 5 else ""
         )
         of = f"dataset {shown}" if len(datasets) == 1 else f"any of the datasets {shown}"
-        if q.probe is not None:
-            message = f"{where}.probeId: {q.probe!r} is not a probe of {of}"
-            lower = q.probe.lower()
-            if lower != q.probe and any(self.cohort(d).probe_row(lower) >= 0 for d in datasets):
-                message += f" (probe ids are case-sensitive: did you mean {lower!r}?)"
-        else:
-            at = f"{q.chromosome}:{q.start} (0-based start)"
-            if not any(self.cohort(d).info.has_positions for d in datasets):
-                message = (
-                    f"{where}.referenceName, start: {of} has no probe positions (no manifest was "
-                    "ingested); name the probe by probeId"
-                )
-            else:
-                message = f"{where}.referenceName, start: no probe of {of} is at {at}"
+        message = f"{where}.probeId: {q.probe!r} is not a probe of {of}"
+        lower = case_hint(q.probe)
+        if lower != q.probe and any(self.cohort(d).probe_row(lower) >= 0 for d in datasets):
+            message += f" (probe ids are case-sensitive: did you mean {lower!r}?)"
         if len(queries) > 1:
             message += "; the batch is refused whole (nothing was answered or spent)"
         return UnknownProbe(message)
@@ -330,9 +343,9 @@ class AnswerEngine:
             probes = resolved.probes
             rows: list[int] | None = resolved.rows
         else:  # not resolved beforehand: an unknown probe counts 0
-            probes, rows = [self._resolve(cohort, q) for q in qs], None
+            probes, rows = [q.probe for q in qs], None
         # N public: never a per-probe count of non-missing values (see the module docstring)
-        with_beta = policy.mechanism == "svt2" or not read_data
+        with_beta = policy.mechanism in SANITISED or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
             q, probe = qs[0], probes[0]
             n = cohort.n_patients
@@ -389,7 +402,7 @@ class AnswerEngine:
         try:
             probability = self.prior(dataset).probability(ids, lo, hi)
         except NoPriorChosen:  # allowed only for an unprotected dataset
-            if self.config.policy(dataset).mechanism == "svt2":
+            if self.config.policy(dataset).mechanism in SANITISED:
                 raise
             return np.clip(hi - lo, 0.0, 1.0)
         missing = np.isnan(probability)
@@ -402,7 +415,7 @@ class AnswerEngine:
         try:
             probability = self.prior(dataset).probability_one(probe or "", lo, hi)
         except NoPriorChosen:
-            if self.config.policy(dataset).mechanism == "svt2":
+            if self.config.policy(dataset).mechanism in SANITISED:
                 raise
             probability = math.nan
         return min(max(hi - lo, 0.0), 1.0) if math.isnan(probability) else probability
@@ -411,6 +424,8 @@ class AnswerEngine:
         self, principal: Principal, queries: list[MethylationQuery], granularity: str = "boolean"
     ) -> AnswerSet:
         """Answer every (query, dataset) pair; the ledger is committed before this returns."""
+        expansion = self._expand(principal, queries)
+        queries = expansion.queries
         targets = self._resolved(principal, queries)
         returned = self._granularity(principal, granularity, list(targets))
         work = [self._work(d, r.indices, queries, returned, resolved=r) for d, r in targets.items()]
@@ -451,12 +466,14 @@ class AnswerEngine:
                 self.ledger.append_audit(tx, [refusal])
             raise BudgetExhausted(dataset, budget) from None
         answers.sort(key=lambda a: (a.query_index, a.dataset))
-        return AnswerSet(
-            answers, budgets, returned, spent, sum(a.answered_from == "refused" for a in answers)
+        return expansion.restore(
+            AnswerSet(answers, budgets, returned, spent, sum(a.answered_from == "refused" for a in answers))
         )
 
     def answer_from_prior(self, principal: Principal, queries: list[MethylationQuery]) -> AnswerSet:
         """Test-mode answers: the public prior's answer to every query; no data read, no ledger, free."""
+        expansion = self._expand(principal, queries)
+        queries = expansion.queries
         targets = self._resolved(principal, queries)
         answers, budgets = [], {}
         for dataset, resolved in targets.items():
@@ -468,14 +485,17 @@ class AnswerEngine:
             ]
             budgets[dataset] = {"testMode": True}
         answers.sort(key=lambda a: (a.query_index, a.dataset))
-        return AnswerSet(answers, budgets, "boolean")
+        return expansion.restore(AnswerSet(answers, budgets, "boolean"))
 
     def _granularity(self, principal: Principal, requested: str, datasets: list[str]) -> str:
         """Count answers only for CONTROLLED callers on datasets with noisy counts enabled."""
         if requested == "boolean" or principal.tier != "CONTROLLED":
             return "boolean"
         policies = [self.config.policy(d) for d in datasets]
-        if policies and all(p.count_epsilon > 0 and p.mechanism == "svt2" for p in policies):
+        if policies and all(
+            (p.count_epsilon > 0 and p.mechanism in SANITISED) or p.mechanism in RELEASES_COUNTS
+            for p in policies
+        ):
             return "count"
         return "boolean"
 
@@ -499,13 +519,19 @@ class AnswerEngine:
         new_rows: list[tuple[str, CachedAnswer]] = []
         if fresh:
             alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-            flags, state = _flags(account, alpha, beta)
+            params = account.params
+            decided = run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta)
+            flags, state = decided.flags, decided.state
             noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
             for n, j in enumerate(fresh):
                 exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
+                if decided.answers[n] is not None:  # svt2-noisy: a TOP answered by its noisy count
+                    exists = bool(decided.answers[n])
                 count = None
                 if granularity == "count" and source != "refused":
                     count = noisy[n] if (source == "data" and noisy is not None) else round(beta[n])
+                    if decided.counts[n] is not None:
+                        count = decided.counts[n]
                 released[j] = Answer(
                     w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
                 )
@@ -538,28 +564,15 @@ class AnswerEngine:
             "countEpsilon": params.count_epsilon,
             "threshold": params.threshold,
             "variant": params.variant,
+            "sensitivity": params.sensitivity,
+            "marginAbove": params.margin_above,
+            "marginBelow": params.margin_below,
+            "epsilon3": params.epsilon3,
         }
 
 
 class _Rollback(Exception):
     """Raised inside the transaction to undo it (an exhausted account refused the request)."""
-
-
-def _flags(account: Account, alpha: list[float], beta: list[float]) -> tuple[list[int], SVT2State]:
-    """SVT²'s flag for each fresh query, run from the account's saved state, and the state to save.
-
-    One query takes :func:`svt2_step`, a stream :func:`svt2_resume`: the same distribution (the state
-    is all SVT² carries between queries), but a single query skips the vectorised noise's array set-up,
-    which costs more than the step itself. An unprotected dataset has no flags (its answers are raw).
-    """
-    params = account.params
-    if params.mechanism != "svt2":
-        return [0] * len(alpha), account.state
-    if len(alpha) == 1:
-        flag, state = svt2_step(account.state, alpha[0], beta[0], params.svt2())
-        return [flag], state
-    flags, state = svt2_resume(account.state, np.array(alpha), np.array(beta), params.svt2())
-    return flags.tolist(), state
 
 
 def _outcome(
@@ -582,6 +595,6 @@ def _noisy_counts(params: AccountParams, alpha: list[float]) -> list[int] | None
     """Noisy counts for ``data`` answers when the account pays for them, else None."""
     if params.count_epsilon <= 0:
         return None
-    scale = params.c / params.count_epsilon
+    scale = params.c * params.sensitivity / params.count_epsilon  # a count moves by the bound
     noise = lattice_laplace(scale, 1.0, len(alpha), None)
     return np.maximum(np.array(alpha) + noise, 0).astype(np.int64).tolist()

@@ -121,9 +121,22 @@ def override_budget(
         policy = DatasetPolicy.model_validate({**config.policy(dataset).model_dump(), **values})
     except ValidationError as error:
         raise InvalidRequest(describe(error, whole="budget", limit=1)) from None
-    params = AccountParams.from_policy(policy)
+    params = AccountParams.from_policy(policy, sensitivity=_served_bound(config, dataset, policy))
     account_open = ledger.set_override(str(holder), dataset, params, actor=actor)
     return Override(holder, dataset, params, account_open)
+
+
+def _served_bound(config: ServiceConfig, dataset: str, policy: DatasetPolicy) -> int:
+    """The contribution bound the service counts ``dataset`` at (contribution.py), for a new account."""
+    from mbeacon.beacon.contribution import sensitivity_of
+    from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.errors import DataError
+
+    try:
+        info = CohortStore(config.store).info(dataset)
+    except DataError:  # no store here (an offline ledger): the dataset's policy, or 1
+        return policy.contribution_bound or 1
+    return sensitivity_of(dataset, info, policy).bound
 
 
 def reset_budget(ledger: Ledger, holder: Holder, dataset: str, *, actor: str) -> bool:

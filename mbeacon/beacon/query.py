@@ -10,8 +10,10 @@ order)::
                "requestedGranularity": "boolean", "includeResultsetResponses": "HIT"}}
 
 ``minValue`` only means ``[minValue, 1]``, ``maxValue`` only ``[0, maxValue]``, neither ``[0, 1]``.
-A probe is named by ``probeId`` or by ``referenceName`` + ``start`` (0-based, as in Beacon v2;
-resolved through the Illumina manifest stored with the cohort, whose positions are 1-based).
+A probe is named by ``probeId``; or the probes of a region by ``referenceName`` + ``start`` (+ ``end``:
+0-based, half-open, as in Beacon v2) or of a gene by ``geneId``, resolved through the dataset's probe
+annotation (:mod:`mbeacon.beacon.regions`, whose positions are 1-based as Illumina's MAPINFO), each
+probe then answered as one query.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -35,6 +38,7 @@ from pydantic import (
 
 from mbeacon.beacon.wire import (
     API_VERSION,
+    ASSEMBLY_PATTERN,
     BETA_MAX,
     BETA_MIN,
     DATASET_PATTERN,
@@ -42,6 +46,7 @@ from mbeacon.beacon.wire import (
     DEFAULT_INCLUDE,
     DEFAULT_LIMIT,
     DEFAULT_SKIP,
+    GENE_PATTERN,
     MAX_DATASET_IDS,
     MAX_LIMIT,
     MAX_SKIP,
@@ -110,9 +115,11 @@ DatasetId = Annotated[str, WithJsonSchema({"type": "string", "pattern": DATASET_
 
 class RequestParameters(BaseModel):
     """One methylation query: is there a dataset with at least T patients whose beta value at the probe
-    lies in [minValue, maxValue]? Name the probe by `probeId` or by `referenceName` + `start` (resolved
-    through the cohort's probe manifest), not both. minValue must not exceed maxValue. `datasetIds`
-    defaults to every dataset the caller may query."""
+    lies in [minValue, maxValue]? Name the probe by `probeId`; or name a region by `referenceName` +
+    `start` (+ `end`) or a gene by `geneId`, resolved through the dataset's probe annotation: each probe
+    of the region or gene is then answered, and charged, as one query (one result set per probe). Give
+    one of the three. `assemblyId`, with a region or gene, must match the annotation's genome build.
+    minValue must not exceed maxValue. `datasetIds` defaults to every dataset the caller may query."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -126,15 +133,30 @@ class RequestParameters(BaseModel):
                         "probeId": {"type": "string"},
                         "referenceName": {"type": "null"},
                         "start": {"type": "null"},
+                        "end": {"type": "null"},
+                        "geneId": {"type": "null"},
+                        "assemblyId": {"type": "null"},
                     },
                 },
                 {
-                    "title": "by position",
+                    "title": "by position or region",
                     "required": ["referenceName", "start"],
                     "properties": {
                         "probeId": {"type": "null"},
                         "referenceName": {"type": "string"},
                         "start": {"not": {"type": "null"}},
+                        "geneId": {"type": "null"},
+                    },
+                },
+                {
+                    "title": "by gene",
+                    "required": ["geneId"],
+                    "properties": {
+                        "probeId": {"type": "null"},
+                        "referenceName": {"type": "null"},
+                        "start": {"type": "null"},
+                        "end": {"type": "null"},
+                        "geneId": {"type": "string"},
                     },
                 },
             ],
@@ -147,7 +169,8 @@ class RequestParameters(BaseModel):
     probeId: str | None = Field(
         None,
         pattern=PROBE_PATTERN,
-        description="The CpG probe, e.g. an Illumina 450K/EPIC id such as cg00000029.",
+        description="The CpG probe, by any Illumina array's id: cg00000029 (450K, EPIC) or "
+        "cg00000029_TC21 (EPIC v2) name one CpG and are one question.",
     )
     referenceName: str | None = Field(
         None,
@@ -156,6 +179,23 @@ class RequestParameters(BaseModel):
     )
     start: Position | OnePosition | None = Field(
         None, description="0-based position of the CpG (a one-item array is accepted too)."
+    )
+    end: Position | OnePosition | None = Field(
+        None,
+        description="With referenceName + start: the end of a 0-based half-open region [start, end) "
+        "(a one-item array is accepted too); without it, start names one base.",
+    )
+    geneId: str | None = Field(
+        None,
+        pattern=GENE_PATTERN,
+        description="A gene symbol (HGNC, as in Illumina's UCSC_RefGene_Name; any letter case): the "
+        "probes annotated to the gene.",
+    )
+    assemblyId: str | None = Field(
+        None,
+        pattern=ASSEMBLY_PATTERN,
+        description="Genome build of referenceName/start/end or geneId (GRCh37 or hg19, GRCh38 or hg38); "
+        "must match the dataset's annotation.",
     )
     minValue: float | None = Field(
         None,
@@ -177,15 +217,15 @@ class RequestParameters(BaseModel):
         description="Datasets to ask (default: every dataset available to the caller).",
     )
 
-    @field_validator("start")
+    @field_validator("start", "end")
     @classmethod
-    def _one_start(cls, value: int | list[int] | None) -> int | None:
+    def _one_start(cls, value: int | list[int] | None, info: ValidationInfo) -> int | None:
         if isinstance(value, list):
             if len(value) != 1:
-                raise ValueError("give one start position (a CpG is a single base)")
+                raise ValueError(f"give one {info.field_name} position (bracket ranges are not supported)")
             value = value[0]
         if value is not None and not 0 <= value <= MAX_START:
-            raise ValueError("start must be a 0-based position >= 0")
+            raise ValueError(f"{info.field_name} must be a 0-based position >= 0")
         return value
 
     @field_validator("minValue", "maxValue")
@@ -204,16 +244,30 @@ class RequestParameters(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> RequestParameters:
-        by_position = self.referenceName is not None or self.start is not None
-        if self.probeId is None and not by_position:
-            raise ValueError("give probeId, or referenceName and start")
-        if self.probeId is not None and by_position:
-            raise ValueError("give probeId or referenceName + start, not both")
+        by_position = self.referenceName is not None or self.start is not None or self.end is not None
+        ways = (self.probeId is not None) + by_position + (self.geneId is not None)
+        if ways == 0:
+            raise ValueError("give probeId, referenceName and start, or geneId")
+        if ways > 1:
+            given = [name for name, on in (("probeId", self.probeId is not None),
+                                           ("referenceName + start", by_position),
+                                           ("geneId", self.geneId is not None)) if on]  # fmt: skip
+            every = "give one of probeId, referenceName + start and geneId, not all three"
+            raise ValueError(f"give {' or '.join(given)}, not both" if ways == 2 else every)
         if by_position and (self.referenceName is None or self.start is None):
-            raise ValueError("referenceName and start go together")
+            raise ValueError("referenceName and start go together (end is optional)")
+        if self.end is not None and self.start is not None and _first(self.end) <= _first(self.start):
+            raise ValueError(f"end {_first(self.end)} must be greater than start {_first(self.start)} "
+                             "(the region [start, end) is 0-based and half-open)")  # fmt: skip
+        if self.assemblyId is not None and self.probeId is not None:
+            raise ValueError("assemblyId goes with referenceName + start or geneId, not with probeId")
         if self.minValue is not None and self.maxValue is not None and self.minValue > self.maxValue:
             raise ValueError(f"minValue {self.minValue} is greater than maxValue {self.maxValue}")
         return self
+
+
+def _first(value: int | list[int]) -> int:
+    return value[0] if isinstance(value, list) else value
 
 
 PARAMETER_NAMES = frozenset(RequestParameters.model_fields)
@@ -288,7 +342,8 @@ class BeaconRequestBody(BaseModel):
 
 @dataclass(frozen=True)
 class MethylationQuery:
-    """One validated query in its canonical form; ``probe`` is None when it is given by position.
+    """One validated query in its canonical form; ``probe`` is None when it is given by position (or
+    region: ``end``) or by gene (``gene``), which :mod:`mbeacon.beacon.regions` expands into probes.
 
     Every spelling of one question parses to the same value: the bounds canonical
     (:func:`canonical_bound`; omitted bounds as 0 and 1), the datasets canonical
@@ -301,6 +356,9 @@ class MethylationQuery:
     lo: float
     hi: float
     datasets: tuple[str, ...] | None
+    end: int | None = None
+    gene: str | None = None
+    assembly: str | None = None
 
     @classmethod
     def from_parameters(cls, p: RequestParameters) -> MethylationQuery:
@@ -308,15 +366,22 @@ class MethylationQuery:
         lo = BETA_MIN if p.minValue is None else p.minValue
         hi = BETA_MAX if p.maxValue is None else p.maxValue
         start = p.start if isinstance(p.start, int) or p.start is None else p.start[0]
-        return cls(p.probeId, p.referenceName, start, lo, hi, canonical_datasets(p.datasetIds))
+        end = p.end if isinstance(p.end, int) or p.end is None else p.end[0]
+        return cls(p.probeId, p.referenceName, start, lo, hi, canonical_datasets(p.datasetIds), end,
+                   p.geneId, p.assemblyId)  # fmt: skip
 
     def describe(self) -> dict:
         """The query in its canonical form (for echoes and the audit log)."""
-        where = (
-            {"probeId": self.probe}
-            if self.probe is not None
-            else {"referenceName": self.chromosome, "start": self.start}
-        )
+        if self.probe is not None:
+            where: dict = {"probeId": self.probe}
+        elif self.gene is not None:
+            where = {"geneId": self.gene}
+        else:
+            where = {"referenceName": self.chromosome, "start": self.start}
+            if self.end is not None:
+                where["end"] = self.end
+        if self.assembly is not None:
+            where["assemblyId"] = self.assembly
         return {**where, "minValue": self.lo, "maxValue": self.hi}
 
 
@@ -357,6 +422,8 @@ def _plain(raw: Any) -> MethylationQuery | None:
     if type(raw) is not dict or not raw.keys() <= PARAMETER_NAMES:
         return None
     get = raw.get
+    if get("end") is not None or get("geneId") is not None or get("assemblyId") is not None:
+        return None  # regions and genes: left to the model
     probe = get("probeId")
     chromosome = get("referenceName")
     start = get("start")
@@ -405,6 +472,9 @@ def _plain(raw: Any) -> MethylationQuery | None:
     fields["lo"] = lo
     fields["hi"] = hi
     fields["datasets"] = ids
+    fields["end"] = None
+    fields["gene"] = None
+    fields["assembly"] = None
     return query
 
 
@@ -466,10 +536,11 @@ def parse_args(args: Mapping[str, str]) -> ParsedRequest:
     values: dict[str, Any] = {k: v for k, v in args.items() if k in PARAMETER_NAMES}
     if "datasetIds" in values:
         values["datasetIds"] = [v for v in values["datasetIds"].split(",") if v]
-    if "start" in values:
-        if not re.fullmatch(r"[0-9]{1,10}", values["start"]):
-            raise QueryError(f"start: not a 0-based position: {values['start'][:20]!r}")
-        values["start"] = int(values["start"])
+    for name in ("start", "end"):
+        if name in values:
+            if not re.fullmatch(r"[0-9]{1,10}", values[name]):
+                raise QueryError(f"{name}: not a 0-based position: {values[name][:20]!r}")
+            values[name] = int(values[name])
     if [term for term in args.get("filters", "").split(",") if term]:
         raise QueryError(f"filters: {NO_FILTERS}")
     skip = _page_number("skip", args.get("skip"), DEFAULT_SKIP, MAX_SKIP)

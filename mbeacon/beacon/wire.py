@@ -40,6 +40,16 @@ PROBE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 DATASET_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 REFERENCE_PATTERN = r"^(chr)?([0-9]{1,2}|X|Y|M|MT)$"
 
+GENE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
+"""A gene symbol as the annotations hold them (HGNC symbols, as in Illumina's UCSC_RefGene_Name)."""
+
+ASSEMBLY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
+"""A genome assembly name (``GRCh37``, ``GRCh38``, ``hg19``, ``hg38``...)."""
+
+MAX_REGION_PROBES = 500
+"""The most probes one region or gene query may cover: each is answered (and charged) as one
+single-probe query, so a wider question is refused (400, nothing spent) rather than silently cut."""
+
 MAX_START = 2**31 - 1
 """The largest 0-based position a query may name (positions are stored as 32-bit integers)."""
 

@@ -10,6 +10,7 @@ Flask or httpx:
 * :mod:`.budget` -- ``budget``, the privacy budgets in the ledger and the SVT² parameter advisor;
 * :mod:`.db` -- ``db``, the ledger's schema;
 * :mod:`.data` -- ``ingest``, ``datasets`` and ``demo-data``, the cohort store;
+* :mod:`.annotation` -- ``annotation``, the probe annotations of array platforms;
 * :mod:`.prior` -- ``prior``, the population priors;
 * :mod:`.simulate` -- ``simulate``, simulated cohorts with ground truth;
 * :mod:`.attack` -- ``attack``, the membership-inference evaluation and the live attack;
@@ -26,9 +27,13 @@ from __future__ import annotations
 import click
 
 from mbeacon import __version__
-from mbeacon.cli.lazy_group import LazyCommand, LazyGroup
+from mbeacon.cli.lazy_group import HELP_OPTIONS, LazyCommand, LazyGroup
 
 COMMANDS = {
+    "annotation": LazyCommand(
+        "mbeacon.cli.annotation:annotation",
+        "Probe annotations of array platforms: positions and genes for region and gene queries.",
+    ),
     "attack": LazyCommand(
         "mbeacon.cli.attack:attack",
         "Measure how well a defence resists membership inference, and what it costs in utility.",
@@ -78,9 +83,7 @@ COMMANDS = {
 }
 
 
-@click.group(
-    cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
-)
+@click.group(cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings=HELP_OPTIONS)
 @click.version_option(__version__, prog_name="mbeacon")
 def main() -> None:
     """MBeacon: a privacy-preserving Beacon for DNA methylation data.

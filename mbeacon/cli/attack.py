@@ -20,9 +20,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.attack.planning import STRATEGIES
+from mbeacon.attack.planning import ATTACKERS, STRATEGIES
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from mbeacon.store.priors import Prior
 
 
-@click.group()
+@click.group(context_settings=HELP_OPTIONS)
 def attack() -> None:
     """Measure how well a defence resists membership inference, and what it costs in utility."""
 
@@ -77,7 +78,7 @@ def evaluate(
     workers: int | None,
     seed: int | None,
 ) -> None:
-    """Evaluate every defence of the grid against the likelihood-ratio attack, on a simulated cohort.
+    """Evaluate every defence of the grid against every attacker (rarest ranges, tracker), on a cohort.
 
     Members versus non-members of the same population; attack AUC and TPR at 1% FPR by queries per
     victim, utility on random and discovery queries, budget burn. Writes a report with figures to
@@ -125,13 +126,15 @@ def evaluate(
         import pandas as pd
 
         table = Table(title=f"Headline at {max(config.queries)} queries per victim ({scenario.description})")
-        for column in ("setting", "AUC", "TPR@1%FPR", "utility random", "utility discovery", "burn/1000"):
+        columns = ("setting", "AUC", "attacker", "TPR@1%FPR", "utility random", "utility discovery")
+        for column in (*columns, "burn/1000"):
             table.add_column(column, justify="left" if column == "setting" else "right")
         for _, r in headline(pd.DataFrame(rows)).iterrows():
             burn = r["burn_per_1000"]
             table.add_row(
                 r["label"],
                 f"{r['auc']:.3f}",
+                str(r.get("attacker", "rarest")),
                 f"{r['tpr_at_1pct_fpr']:.2f}",
                 f"{r['utility_random']:.3f}",
                 f"{r['utility_discovery']:.3f}",
@@ -285,6 +288,14 @@ def _answers_line(result: LiveResult) -> str:
     help="How the rarest ranges are found (see mbeacon/attack/planning.py).",
 )
 @click.option(
+    "--attacker",
+    type=click.Choice(("auto", *ATTACKERS)),
+    default="auto",
+    show_default=True,
+    help="rarest: the rarest ranges around each value; tracker: ranges holding T - 1 patients plus the "
+    "value's (docs/attack.md); auto: tracker against a threshold answered exactly (T > 1), else rarest.",
+)
+@click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the order profiles are asked in."
 )
 @click.option(
@@ -325,6 +336,7 @@ def live(
     prior_table: Path | None,
     pool_path: Path | None,
     strategy: str,
+    attacker: str,
     seed: int,
     timeout: float,
     retries: int,
@@ -336,7 +348,8 @@ def live(
     Reads the dataset's public parameters, asks each profile's most telling range queries in batch
     POSTs, scores every profile and, with --nonmembers, reports AUC and TPR at 1% FPR by number of
     queries. Against an SVT² dataset one key has one budget: once it is spent the remaining queries
-    go unanswered (counted as refused or not asked).
+    go unanswered (counted as refused or not asked). With --attacker tracker the queries are
+    adaptive: each profile's next range depends on its answers so far.
     """
     from mbeacon.attack.live import (
         BeaconClient,
@@ -361,7 +374,7 @@ def live(
         pool = _pool(pool_path, profiles.probe_ids)
     except LiveAttackError as error:
         raise click.BadParameter(str(error)) from None
-    settings = LiveSettings(queries, noise_sd, z, missing, strategy, seed, dataset)
+    settings = LiveSettings(queries, noise_sd, z, missing, strategy, seed, dataset, attacker)
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -395,7 +408,7 @@ def live(
     console.print(
         f"[bold]{params.id}[/bold] at {result.url}: {result.defence.label}, N = {params.patients}; "
         f"{int(result.profiles.labels.sum())} victims, {int((~result.profiles.labels).sum())} non-members, "
-        f"{result.queries} queries each",
+        f"{result.queries} queries each ({result.attacker} attacker)",
         soft_wrap=True,
     )
     console.print(_table(result))

@@ -11,9 +11,10 @@ from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mbeacon.cli._ui import FiniteFloatRange, finite, progress
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
-@click.command()
+@click.command(context_settings=HELP_OPTIONS)
 @click.option(
     "--mechanism",
     "-m",

@@ -25,9 +25,10 @@ from rich.table import Table
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
 from mbeacon.cli._ui import FiniteFloatRange, fail, progress
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
-@click.group(cls=LedgerGroup)
+@click.group(cls=LedgerGroup, context_settings=HELP_OPTIONS)
 def budget() -> None:
     """Show, set and reset privacy budgets (every change is written to the audit log)."""
 

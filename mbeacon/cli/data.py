@@ -13,11 +13,12 @@ from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 FORMATS = ("auto", "geo", "matrix", "gdc")
 
 
-@click.command()
+@click.command(context_settings=HELP_OPTIONS)
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option(
     "--store", required=True, type=click.Path(path_type=Path), help="Store directory (created if absent)."
@@ -37,6 +38,12 @@ FORMATS = ("auto", "geo", "matrix", "gdc")
     type=click.Path(exists=True, path_type=Path),
     help="Illumina manifest (or probe,chromosome,position table) for probe positions.",
 )
+@click.option(
+    "--platform",
+    default="",
+    help="Array platform, e.g. GPL13534, whose annotation locates the probes (default: a GEO series "
+    "matrix's !Series_platform_id).",
+)
 @click.option("--name", default="", help="Human-readable dataset name.")
 @click.option("--description", default="", help="What the cohort is.")
 @click.option("--tissue", default="", help="Tissue, e.g. 'whole blood'.")
@@ -51,6 +58,30 @@ FORMATS = ("auto", "geo", "matrix", "gdc")
 @click.option(
     "--sample-sheet", type=click.Path(exists=True, path_type=Path), help="GDC sample sheet (gdc format)."
 )
+@click.option(
+    "--patient-key",
+    help="GEO characteristic naming each sample's patient (default: the first of patient id, patient, "
+    "individual, subject, donor, participant, case id that the samples have).",
+)
+@click.option(
+    "--patients",
+    "patients_table",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CSV/TSV table of sample and patient columns: whose each sample is (any format).",
+)
+@click.option(
+    "--contribution-bound",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Declare the most samples of one patient to count (free). Default with patient ids: learn it.",
+)
+@click.option(
+    "--bound-epsilon",
+    type=FiniteFloatRange(0, 100, min_open=True),
+    default=0.5,
+    show_default=True,
+    help="Epsilon spent once, for the dataset, to learn the contribution bound from the patient ids.",
+)
 @click.option("--replace", is_flag=True, help="Replace an existing dataset with the same id (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @reports_data_errors
@@ -60,6 +91,7 @@ def ingest(
     dataset_id: str,
     fmt: str,
     manifest: Path | None,
+    platform: str,
     name: str,
     description: str,
     tissue: str,
@@ -67,6 +99,10 @@ def ingest(
     assembly: str,
     pval_cut: float | None,
     sample_sheet: Path | None,
+    patient_key: str | None,
+    patients_table: Path | None,
+    contribution_bound: int | None,
+    bound_epsilon: float,
     replace: bool,
     as_json: bool,
 ) -> None:
@@ -74,12 +110,16 @@ def ingest(
 
     The file is streamed and validated; the dataset appears in the store only once it is complete.
     Bad input is refused with the file, line and column at fault (exit status 2), and the store is
-    left exactly as it was.
+    left exactly as it was. Where the input says whose each sample is (GEO characteristics, GDC case
+    ids, --patients), the ids are stored with the most samples of one patient the service will count:
+    declared, or learned with the sparse vector technique at --bound-epsilon (docs/store.md).
     """
+    from mbeacon.beacon.contribution import bound_rule
     from mbeacon.store.cohorts import Metadata
     from mbeacon.store.ingest import ingest as run_ingest
 
-    meta = Metadata(name=name, description=description, tissue=tissue, disease=disease, assembly=assembly)
+    meta = Metadata(name=name, description=description, tissue=tissue, disease=disease, assembly=assembly,
+                    platform=platform)  # fmt: skip
     with progress(
         SpinnerColumn(),
         TextColumn("[bold]ingest[/] {task.description}"),
@@ -98,19 +138,36 @@ def ingest(
             sample_sheet=sample_sheet,
             replace=replace,
             on_rows=lambda n: bar.advance(task, n),
+            patient_key=patient_key,
+            patients=patients_table,
+            bound_rule=bound_rule(contribution_bound, bound_epsilon),
         )
     if as_json:
         click.echo(json.dumps(info.to_json(), indent=2))
         return
     click.echo(
-        f"ingested {info.id!r} ({info.source_format}): {info.patients:,} patients x {info.probes:,} probes, "
+        f"ingested {info.id!r} ({info.source_format}): {info.patients:,} "
+        f"{'samples' if info.has_patient_ids else 'patients'} x {info.probes:,} probes, "
         f"missing {info.missing_fraction:.2%}, values {info.value_min:.4g}..{info.value_max:.4g}"
-        f"{', with positions' if info.has_positions else ''}\n"
+        f"{', with positions' if info.has_positions else ''}"
+        f"{f', platform {info.platform}' if info.platform else ''}\n"
+        f"{_patients_line(info)}"
         f"store: {store}  checksum: {info.checksum}"
     )
 
 
-@click.group(invoke_without_command=True)
+def _patients_line(info) -> str:
+    """What ingest learned about patients, for the operator (the exact maximum is not published)."""
+    if not info.has_patient_ids:
+        return ""
+    cost = f", learning spent epsilon {info.bound_epsilon:g} once" if info.bound_source == "learned" else ""
+    return (
+        f"{info.patient_count:,} patients, at most {info.max_samples_per_patient} samples each; "
+        f"counted at most {info.contribution_bound} per patient ({info.bound_source}{cost})\n"
+    )
+
+
+@click.group(invoke_without_command=True, context_settings=HELP_OPTIONS)
 @click.option("--store", required=True, type=click.Path(path_type=Path), help="Store directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
@@ -162,7 +219,7 @@ def remove_dataset(store: Path, dataset_id: str, yes: bool) -> None:
     click.echo(f"removed {dataset_id!r}")
 
 
-@click.command("demo-data")
+@click.command("demo-data", context_settings=HELP_OPTIONS)
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),

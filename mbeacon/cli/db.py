@@ -13,9 +13,10 @@ from mbeacon.cli._service import (
     config_option,
     load_ledger_config,
 )
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
-@click.group(cls=LedgerGroup)
+@click.group(cls=LedgerGroup, context_settings=HELP_OPTIONS)
 def db() -> None:
     """The ledger database's schema."""
 

@@ -14,6 +14,11 @@ from typing import NamedTuple
 
 import click
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+"""Every command's context settings: ``-h`` as well as ``--help``. Each command states them itself,
+because click fixes a command's help option the first time it is used, and a command invoked on its own
+(as tests and ``python -m`` users do) would otherwise keep ``--help`` alone even under ``mbeacon``."""
+
 
 class LazyCommand(NamedTuple):
     """Where a subcommand lives (``"module.path:attribute"``) and the first sentence of its help."""

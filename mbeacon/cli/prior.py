@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from mbeacon.cli._ui import finite, reports_data_errors
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 from mbeacon.store.errors import DataError
 
 STORE_HELP = "Store directory (priors live in STORE/priors/NAME/vK.h5; created if absent)."
@@ -51,7 +52,7 @@ def _report_saved(saved: Any, as_json: bool) -> None:
     click.echo(f"source: {saved.source}")
 
 
-@click.group("prior", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("prior", context_settings=HELP_OPTIONS)
 def prior() -> None:
     """Population priors: what a general population looks like at each CpG probe.
 

@@ -11,6 +11,7 @@ import click
 
 from mbeacon.cli._service import check_backends, config_option, load_service_config, open_ledger
 from mbeacon.cli._ui import fail
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
 def _validate_for_serving(config_path: Path | None) -> None:
@@ -33,7 +34,7 @@ def _validate_for_serving(config_path: Path | None) -> None:
         fail(f"cannot serve: {error}")  # a DataError: a damaged cohort, an unknown or unchosen prior
 
 
-@click.command()
+@click.command(context_settings=HELP_OPTIONS)
 @config_option
 @click.option(
     "--bind", default=None, help="HOST:PORT to listen on. [default: $MBEACON_BIND or 127.0.0.1:8000]"
@@ -104,7 +105,7 @@ tier = "REGISTERED"
 """
 
 
-@click.command()
+@click.command(context_settings=HELP_OPTIONS)
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=5050, show_default=True,
               help="Port on 127.0.0.1 (0: any free port).")  # fmt: skip
 @click.option(

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from mbeacon.cli._extras import require_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 from mbeacon.store import simulate as sim
 
 _DEFAULTS = sim.SimulationConfig()
@@ -31,7 +32,7 @@ def _size(n_bytes: int) -> str:
     return ""  # unreachable
 
 
-@click.command("simulate")
+@click.command("simulate", context_settings=HELP_OPTIONS)
 @click.option(
     "--out",
     "out_dir",

@@ -14,9 +14,10 @@ from rich.table import Table
 
 from mbeacon.beacon.config import TIERS
 from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
+from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
-@click.group(cls=LedgerGroup)
+@click.group(cls=LedgerGroup, context_settings=HELP_OPTIONS)
 def users() -> None:
     """Create, list, rotate and revoke API keys (researchers) and admin keys (operators)."""
 

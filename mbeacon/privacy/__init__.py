@@ -12,8 +12,12 @@ Modules, each using only those before it:
 * :mod:`~mbeacon.privacy.clipping`: the automatic clipping bound (AboveThreshold), DP sum and mean;
 * :mod:`~mbeacon.privacy.range_queries`: Sparse picks the range queries worth answering, Laplace answers;
 * :mod:`~mbeacon.privacy.dssgd`: DSSGD's gradient upload (NumericSparse over a gradient's coordinates);
+* :mod:`~mbeacon.privacy.truncation`: PrivateSQL's learned per-patient contribution bound, truncation;
 * :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule, composition, pay-what-you-get;
 * :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): the service's mechanism;
+* :mod:`~mbeacon.privacy.svt2_margin`, :mod:`~mbeacon.privacy.svt2_noisy`,
+  :mod:`~mbeacon.privacy.online_pmw`: sanitisers built on SVT² (decision margins, a noisy release on
+  TOP, Online Private Multiplicative Weights started at the prior);
 * :mod:`~mbeacon.privacy.faulty`: incorrect SVT variants, kept as the audit's controls;
 * :mod:`~mbeacon.privacy.audit`: the statistical DP audit of all of the above.
 """
@@ -28,6 +32,7 @@ from mbeacon.privacy.accounting import (
     range_query_svt_epsilon,
     svt2_epsilon,
     svt2_spent,
+    truncation_epsilon,
 )
 from mbeacon.privacy.clipping import AutoClipRelease, auto_clip_batch, auto_clip_bound, auto_mean, auto_sum
 from mbeacon.privacy.dssgd import dssgd_select, dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
@@ -81,6 +86,12 @@ from mbeacon.privacy.svt2 import (
     svt2_resume,
     svt2_step,
 )
+from mbeacon.privacy.truncation import (
+    TruncatedCountRelease,
+    learn_bound,
+    learn_bound_batch,
+    truncated_count_batch,
+)
 
 __all__ = [
     "BOT",
@@ -93,6 +104,7 @@ __all__ = [
     "SVT2Params",
     "SVT2State",
     "TopKRelease",
+    "TruncatedCountRelease",
     "above_threshold",
     "above_threshold_batch",
     "advanced_composition",
@@ -118,6 +130,8 @@ __all__ = [
     "gumbel",
     "laplace",
     "lattice_laplace",
+    "learn_bound",
+    "learn_bound_batch",
     "numeric_sparse",
     "numeric_sparse_batch",
     "range_counts",
@@ -142,6 +156,8 @@ __all__ = [
     "svt_with_gap_batch",
     "top_k",
     "top_k_batch",
+    "truncated_count_batch",
+    "truncation_epsilon",
     "uniform",
     "unknown_domain_top_k",
     "unknown_domain_top_k_restricted",

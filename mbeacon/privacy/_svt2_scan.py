@@ -41,7 +41,8 @@ def _scan(
     alpha,
     beta,
     inv_d,
-    t,
+    t1,
+    t2,
     table,
     reach,
     c,
@@ -86,8 +87,8 @@ def _scan(
                 cursor[0], cursor[1] = uc, zc
                 return -1 - r  # bad input: the caller raises
             hi, lo = max(a, b), min(a, b)
-            p = _sf(math.ceil(t + z1[r] - hi), table, reach) * (
-                1.0 - _sf(math.ceil(t + z2[r] - lo), table, reach)
+            p = _sf(math.ceil(t1 + z1[r] - hi), table, reach) * (
+                1.0 - _sf(math.ceil(t2 + z2[r] - lo), table, reach)
             )
             survival[r] *= 1.0 - p  # survival since the last TOP
             i += 1
@@ -113,8 +114,13 @@ def scan(
     c: int,
     redraw: bool,
     source: RandomSource,
+    margins: tuple[float, float] = (0.0, 0.0),
 ) -> np.ndarray:
-    """SVT² flags for ``runs x queries`` (``alpha``/``beta`` already broadcast to 2-D)."""
+    """SVT² flags for ``runs x queries`` (``alpha``/``beta`` already broadcast to 2-D).
+
+    ``margins = (above, below)`` move the threshold of the "both below" test up to ``T + above`` and
+    that of the "both above" test down to ``T - below`` (:mod:`mbeacon.privacy.svt2_margin`).
+    """
     n, k = alpha.shape
     d = float(sensitivity)
     scale = query_scale / d
@@ -137,9 +143,8 @@ def scan(
         zs = zs.astype(np.float64)
         cursor[:] = 0
         state = (cursor, pos, count, survival, target, z1, z2, need, out)
-        start = _scan(
-            alpha, beta, 1.0 / d, threshold / d, table, reach, c, redraw, uniforms, zs, *state, start
-        )
+        t1, t2 = (threshold + margins[0]) / d, (threshold - margins[1]) / d
+        start = _scan(alpha, beta, 1.0 / d, t1, t2, table, reach, c, redraw, uniforms, zs, *state, start)
         if start < 0:
             raise ValueError("alpha and beta must be finite numbers")
         pool = max(64, 2 * pool)  # TOPs were denser than one per run: draw more next time

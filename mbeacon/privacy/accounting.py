@@ -6,6 +6,7 @@
   ``min(j + 1, c)`` pairs. :func:`svt2_spent` is the cost so far; :func:`svt2_epsilon`, the cost of
   a whole run, is the cost at ``j = c``: ``2(eps1 + eps2)``, or ``2(c eps1 + eps2)`` with redraw.
   A noisy count released with each positive (``count_epsilon``) adds ``count_epsilon / c`` a positive.
+* **Online PMW** (:func:`online_pmw_spent`): ``eps1`` up front and ``(eps2 + eps3) / c`` a positive.
 * **Composition** of ``m`` mechanisms: advanced composition (Dwork, Rothblum and Vadhan) for
   ``epsilon``-DP ones, the tighter bounded-range composition (Durfee and Rogers) for
   ``epsilon``-bounded-range ones such as the exponential mechanism.
@@ -33,9 +34,11 @@ __all__ = [
     "auto_clip_epsilon",
     "bounded_range_composition",
     "dssgd_epsilon",
+    "online_pmw_spent",
     "range_query_svt_epsilon",
     "svt2_epsilon",
     "svt2_spent",
+    "truncation_epsilon",
 ]
 
 
@@ -76,6 +79,27 @@ def svt2_epsilon(epsilon1: float, epsilon2: float, c: int, *, redraw: bool) -> f
     return svt2_spent(epsilon1, epsilon2, c, c, redraw=redraw)
 
 
+# --- Online PMW (online_pmw.py) ---------------------------------------------------------------------
+
+
+def online_pmw_spent(epsilon1: float, epsilon2: float, epsilon3: float, c: int, positives: int) -> float:
+    """The epsilon an Online PMW run has spent after ``positives`` TOPs (of at most ``c``).
+
+    Lyu, Su and Li's generalised SVT pays ``eps1`` for its threshold up front and
+    ``(eps2 + eps3) / c`` for each positive (its query-noise shift and its released measurement);
+    a run that has spent all ``c`` positives has spent ``eps1 + eps2 + eps3``.
+    """
+    epsilon1 = positive(epsilon1, "epsilon1")
+    epsilon2 = positive(epsilon2, "epsilon2")
+    epsilon3 = positive(epsilon3, "epsilon3")
+    c = integer(c, "c")
+    positives = integer(positives, "positives", minimum=0)
+    if positives > c:
+        raise ValueError(f"positives must be at most c ({c}), got {positives}")
+    per_positive = epsilon2 + epsilon3
+    return epsilon1 + (per_positive if positives == c else per_positive * positives / c)
+
+
 # --- automatic clipping bound and range queries (clipping.py, range_queries.py) -------------------
 
 
@@ -98,6 +122,17 @@ def range_query_svt_epsilon(epsilon_sparse: float, answer_scale: float, c: int) 
     """
     answers = integer(c, "c") / positive(answer_scale, "answer_scale")
     return positive(epsilon_sparse, "epsilon_sparse") + answers
+
+
+# --- PrivateSQL's truncation (truncation.py) -------------------------------------------------------
+
+
+def truncation_epsilon(epsilon_bound: float, epsilon_count: float = 0.0) -> float:
+    """Cost of a learned truncation bound (``epsilon_bound``, AboveThreshold over any number of
+    candidate bounds) and a count at its sensitivity (``epsilon_count``, 0 if none is released):
+    their sum, by sequential composition. A declared bound costs nothing and is not counted here.
+    """
+    return positive(epsilon_bound, "epsilon_bound") + validation.non_negative(epsilon_count, "epsilon_count")
 
 
 # --- DSSGD (dssgd.py) -------------------------------------------------------------------------------

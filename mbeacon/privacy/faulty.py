@@ -17,6 +17,16 @@ A broken twin of an SVT application, for the same purpose:
 |------------------------|-----------------------------------------------------------|-----------------|
 | auto-clip-exact-bound  | the clipping bound read off the data's maximum, no SVT    | infinite        |
 | dssgd-exact-values     | DSSGD's SVT selection, but the uploaded values un-noised  | infinite        |
+| truncation-exact-max   | the truncation bound read off the largest contribution    | infinite        |
+
+Broken twins of the SVT² sanitisers, one per mechanism:
+
+| name                     | what differs from the correct mechanism                 | true cost       |
+|--------------------------|---------------------------------------------------------|-----------------|
+| svt2-margin-peeking      | the margin applied only where the exact count agrees    | infinite        |
+|                          | with the prior (a margin chosen after reading the data) |                 |
+| svt2-noisy-exact-release | SVT²'s TOPs answered from the exact count (no eps3 noise) | infinite      |
+| online-pmw-exact-update  | Online PMW's histogram moved to the exact count         | infinite        |
 """
 
 from __future__ import annotations
@@ -28,7 +38,11 @@ import numpy as np
 from mbeacon.privacy.clipping import AutoClipRelease, clipped_sums
 from mbeacon.privacy.dssgd import dssgd_select_batch
 from mbeacon.privacy.noise import RNGLike, as_source, laplace, lattice_laplace
+from mbeacon.privacy.online_pmw import OnlinePMWParams, online_pmw_batch
 from mbeacon.privacy.sparse_vector import NumericAnswers, sparse_vector_engine
+from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
+from mbeacon.privacy.svt2_noisy import NoisyRelease, SVT2NoisyParams
+from mbeacon.privacy.truncation import TruncatedCountRelease, contributions, sample_ranks
 from mbeacon.privacy.validation import positive
 
 
@@ -36,7 +50,17 @@ def true_epsilon(name: str, epsilon: float, c: int) -> float:
     """What the variant really costs when it claims ``epsilon`` (Lyu, Su and Li, Table 1)."""
     if name == "svt-lee-clifton":
         return (1 + 6 * c) / 4 * epsilon
-    if name in ("svt-roth2011", "svt-stoddard", "svt-chen", "auto-clip-exact-bound", "dssgd-exact-values"):
+    if name in (
+        "svt-roth2011",
+        "svt-stoddard",
+        "svt-chen",
+        "auto-clip-exact-bound",
+        "dssgd-exact-values",
+        "truncation-exact-max",
+        "svt2-margin-peeking",
+        "svt2-noisy-exact-release",
+        "online-pmw-exact-update",
+    ):
         return math.inf
     raise KeyError(name)
 
@@ -202,3 +226,110 @@ def dssgd_exact_values_batch(
     g = np.broadcast_to(np.asarray(gradients, dtype=np.float64), result.flags.shape)
     exact = np.floor(np.clip(g, -clip, clip) / sensitivity) * sensitivity
     return NumericAnswers(result.flags, np.where(np.isnan(result.values), np.nan, exact))
+
+
+# --- a broken twin of PrivateSQL's truncation (truncation.py) ---------------------------------------
+
+
+def truncation_exact_max_batch(
+    patient_ids: np.ndarray,
+    in_range: np.ndarray,
+    epsilon: float,
+    epsilon_count: float,
+    *,
+    max_bound: int,
+    runs: int = 1,
+    rng: RNGLike = None,
+) -> TruncatedCountRelease:
+    """Truncation at the exact largest contribution (capped at ``max_bound``) instead of a bound
+    learned by AboveThreshold, then the same count at its sensitivity with ``Lap(b/epsilon_count)``.
+
+    The released bound is a deterministic function of the most samples one patient gave: infinite
+    true cost (``epsilon`` is claimed for the learning it skips).
+    """
+    positive(epsilon, "epsilon")
+    epsilon_count = positive(epsilon_count, "epsilon_count")
+    source = as_source(rng)
+    flags = np.asarray(in_range, dtype=bool)
+    ranks = sample_ranks(patient_ids)
+    most = int(contributions(patient_ids).max()) if ranks.size else 1
+    bound = np.full(runs, min(max(most, 1), max_bound), dtype=np.int64)
+    per_rank = np.bincount(ranks[flags], minlength=max_bound)
+    noise = np.asarray(lattice_laplace(1.0 / epsilon_count, 1.0, runs, source), dtype=np.float64) * bound
+    return TruncatedCountRelease(bound, np.cumsum(per_rank)[bound - 1].astype(np.float64) + noise)
+
+
+# --- broken twins of the SVT² sanitisers (svt2_margin.py, svt2_noisy.py, online_pmw.py) -------------
+
+
+def svt2_margin_peeking_batch(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    params: SVT2MarginParams,
+    *,
+    runs: int,
+    rng: RNGLike = None,
+) -> np.ndarray:
+    """SVT² whose margin is applied only where the exact count is on the prior's side of ``T``.
+
+    It "removes false TOPs" perfectly, because it reads the data to decide: a query whose count
+    agrees with the prior can never be TOP, one whose count disagrees can. Infinite true cost.
+    """
+    source = as_source(rng)
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (runs, np.shape(alpha)[-1]))
+    b = np.broadcast_to(np.asarray(beta, dtype=np.float64), a.shape)
+    agrees = (a >= params.threshold) == (b >= params.threshold)
+    above = np.where(agrees, params.margin_above, 0.0)
+    below = np.where(agrees, params.margin_below, 0.0)
+    z = lattice_laplace(params.threshold_scale, params.sensitivity, (runs, 2), source)
+    y = lattice_laplace(params.query_scale, params.sensitivity, (runs, a.shape[1], 2), source)
+    flags = np.full(a.shape, -1, dtype=np.int8)
+    count = np.zeros(runs, dtype=np.int64)
+    for i in range(a.shape[1]):
+        live = count < params.c
+        hi, lo = np.maximum(a[:, i], b[:, i]), np.minimum(a[:, i], b[:, i])
+        bot = (hi + y[:, i, 0] < params.threshold + above[:, i] + z[:, 0]) | (
+            lo + y[:, i, 1] >= params.threshold - below[:, i] + z[:, 1]
+        )
+        flags[live, i] = np.where(bot[live], 0, 1)
+        count += live & ~bot
+    return flags
+
+
+def svt2_noisy_exact_release_batch(
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    params: SVT2NoisyParams,
+    *,
+    runs: int,
+    rng: RNGLike = None,
+) -> NoisyRelease:
+    """SVT² with its TOPs answered from the exact count ``alpha >= T``: the release without eps3 noise.
+
+    Given a TOP, the answer is a deterministic function of the data: infinite true cost.
+    """
+    flags = svt2_margin_batch(alpha, beta, params, runs=runs, rng=rng)
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), flags.shape)
+    b = np.broadcast_to(np.asarray(beta, dtype=np.float64), flags.shape)
+    answers = np.where(flags == 1, a >= params.threshold, b >= params.threshold).astype(np.int8)
+    answers[flags == -1] = -1
+    counts = np.where(flags == 1, a, np.nan)
+    return NoisyRelease(flags, answers, counts)
+
+
+def online_pmw_exact_update_batch(
+    probe: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    alpha: np.ndarray,
+    prior: np.ndarray,
+    params: OnlinePMWParams,
+    *,
+    runs: int,
+    rng: RNGLike = None,
+) -> NoisyRelease:
+    """Online PMW releasing its noisy measurement but moving the histogram to the *exact* count.
+
+    Later free answers from the histogram then reveal the exact count: infinite true cost.
+    """
+    return online_pmw_batch(probe, lo, hi, alpha, prior, params, runs=runs, rng=rng, _exact_updates=True)

@@ -21,6 +21,7 @@ so far).
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,6 +237,14 @@ def svt2(
     Privacy cost: ``svt2_epsilon(epsilon1, epsilon2, c, redraw=redraw)``.
     """
     params = SVT2Params(threshold, epsilon1, epsilon2, c, sensitivity, redraw)
+    return step_stream(svt2_step, alpha, beta, params, rng)
+
+
+def step_stream(
+    step: Callable, alpha: np.ndarray, beta: np.ndarray, params: SVT2Params, rng: RNGLike
+) -> np.ndarray:
+    """One stream answered query by query with ``step`` (:func:`svt2_step` or a variant of the same
+    signature) from a fresh state until it halts; ``int8`` flags, unanswered after the halt."""
     a = np.asarray(alpha, dtype=np.float64).ravel()
     b = np.broadcast_to(np.asarray(beta, dtype=np.float64), a.shape)
     _check_inputs(a, b)
@@ -245,7 +254,7 @@ def svt2(
     for i in range(a.size):
         if state.halted(params):
             break
-        out[i], state = svt2_step(state, float(a[i]), float(b[i]), params, source)
+        out[i], state = step(state, float(a[i]), float(b[i]), params, source)
     return out
 
 
@@ -275,8 +284,27 @@ def svt2_batch(
     every random number still comes from ``rng`` (the OS CSPRNG by default).
     """
     params = SVT2Params(threshold, epsilon1, epsilon2, c, sensitivity, redraw)
-    # No conversion or validation of the whole matrix: runs halt early, so the scan converts and
-    # checks only the entries it reads (most of a long query matrix is never reached).
+    a, b = as_runs(alpha, beta, runs)
+    return scan(
+        a,
+        b,
+        threshold=params.threshold,
+        sensitivity=params.sensitivity,
+        threshold_scale=params.threshold_scale,
+        query_scale=params.query_scale,
+        c=params.c,
+        redraw=params.redraw,
+        source=as_source(rng),
+    )
+
+
+def as_runs(alpha: np.ndarray, beta: np.ndarray, runs: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``alpha``/``beta`` as read-only 2-D views (``runs x queries``; ``runs`` sets the number of runs
+    when both are 1-D), as the batch forms take them.
+
+    No conversion or validation of the whole matrix: runs halt early, so the scan converts and checks
+    only the entries it reads (most of a long query matrix is never reached).
+    """
     a, b = np.asarray(alpha), np.asarray(beta)
     if a.dtype.kind not in "iuf" or b.dtype.kind not in "iuf":
         raise ValueError("alpha and beta must be numeric arrays")
@@ -290,17 +318,7 @@ def svt2_batch(
     a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)  # read-only views, no copies
     if runs is not None and a.shape[0] != runs:
         raise ValueError(f"alpha/beta have {a.shape[0]} runs but runs={runs}")
-    return scan(
-        a,
-        b,
-        threshold=params.threshold,
-        sensitivity=params.sensitivity,
-        threshold_scale=params.threshold_scale,
-        query_scale=params.query_scale,
-        c=params.c,
-        redraw=params.redraw,
-        source=as_source(rng),
-    )
+    return a, b
 
 
 def svt2_release(flags: np.ndarray, beta: np.ndarray, threshold: float) -> np.ndarray:

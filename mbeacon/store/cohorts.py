@@ -15,9 +15,13 @@ Layout of a cohort file, chosen for the beacon's hot path (read a few probe rows
   plain memory read from the page cache, with no HDF5 call per query (``benchmarks/bench_store.py``
   measures this against h5py reads and an in-memory array).
 * ``/probe_ids``, ``/sample_ids``: fixed-length ASCII; ``/probe_order``: the argsort of the probe ids
-  for vectorised lookups; optional ``/chromosome`` and ``/position`` from a manifest.
+  for vectorised lookups; optional ``/chromosome`` and ``/position`` from a manifest; optional
+  ``/patient_ids`` (UTF-8, one per sample) where the input says whose each sample is
+  (:mod:`mbeacon.store.patients`); a file without it has one sample per patient.
 * attributes: id, name, description, tissue, disease, assembly, created, source file, checksum
-  (SHA-256 of ids and values), patients, probes, missing fraction, value range, format version.
+  (SHA-256 of ids and values), patients, probes, missing fraction, value range, format version, and
+  with patient ids: distinct patients, most samples of one patient, the contribution bound (its value,
+  source and the epsilon learning it cost).
 * the first 4 KiB, an HDF5 user block: the seal, a hash of the rest of the file, checked before the
   HDF5 library reads it (:mod:`mbeacon.store.sealed`).
 
@@ -30,6 +34,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,8 +43,12 @@ import h5py
 import numpy as np
 
 from mbeacon.process import PROCESS
-from mbeacon.store import atomic, sealed
+from mbeacon.store import atomic, prefault, sealed
+from mbeacon.store._count import count_rows
 from mbeacon.store.errors import DataError, IngestError
+from mbeacon.store.patients import ContributionBound, contributions
+from mbeacon.store.probe_ids import loci, locus, representatives
+from mbeacon.store.sorted_search import search
 
 FORMAT_VERSION = 1
 CHUNK_ROWS = 256
@@ -50,7 +59,12 @@ _DATASET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """What the store says about a cohort (all of it public metadata)."""
+    """What the store says about a cohort.
+
+    All of it is public metadata except ``max_samples_per_patient``, the exact largest contribution,
+    which is for the operator: the service publishes ``contribution_bound`` instead. ``patients`` is
+    the number of samples (columns); ``patient_count`` the number of distinct patients.
+    """
 
     id: str
     name: str
@@ -68,6 +82,13 @@ class DatasetInfo:
     source_format: str = ""
     checksum: str = ""
     has_positions: bool = False
+    patient_count: int = 0
+    max_samples_per_patient: int = 1
+    has_patient_ids: bool = False
+    contribution_bound: int = 1  # 0: patient ids repeat and no bound was recorded
+    bound_source: str = "one sample per patient"
+    bound_epsilon: float = 0.0
+    platform: str = ""  # the array platform (e.g. GPL13534), whose annotation locates its probes
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,6 +104,7 @@ class Metadata:
     disease: str = ""
     assembly: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    platform: str = ""
 
 
 class Manifest:
@@ -114,6 +136,13 @@ def check_dataset_id(dataset_id: str) -> str:
 
 
 def _encode_ids(ids: Iterable[str], what: str, path: str) -> np.ndarray:
+    ids = ids if isinstance(ids, list) else list(ids)
+    try:  # ASCII ids in one vectorised step; one byte more than allowed shows an id that is too long
+        fast = np.array(ids, dtype=f"S{ID_BYTES + 1}")
+        if fast.ndim == 1 and not (np.char.str_len(fast) > ID_BYTES).any():
+            return fast.astype(f"S{ID_BYTES}")
+    except (UnicodeEncodeError, ValueError, TypeError):
+        pass  # non-ASCII (UTF-8) ids, or not strings: one at a time, naming the one at fault
     encoded = []
     for i in ids:
         raw = str(i).encode("utf-8")
@@ -179,8 +208,14 @@ class CohortStore:
         manifest: Manifest | None = None,
         replace: bool = False,
         on_rows: Callable[[int], None] | None = None,
+        patients: list[str] | None = None,
+        bound: ContributionBound | None = None,
     ) -> DatasetInfo:
         """Stream ``(probe_ids, values)`` batches into a new cohort and publish it atomically.
+
+        ``patients`` (one id per sample) and the ``bound`` to record with them are optional; without
+        a bound, a cohort whose patients repeat is stored but the service refuses to serve it until
+        its configuration declares one.
 
         Nothing is visible in the store until every batch has been written and checked; any error
         (bad input, full disk, a kill) leaves the store exactly as it was.
@@ -195,9 +230,10 @@ class CohortStore:
         n = len(sample_ids)
         if n == 0:
             raise IngestError("the matrix has no samples", path=source_file)
+        patient_attrs = _patient_attrs(patients, bound, n, source_file)
         with atomic.publish(self.root, dest) as temp:
             _write_file(temp, dataset_id, sample_ids, batches, metadata, source_file, source_format,
-                        manifest, on_rows)  # fmt: skip
+                        manifest, on_rows, patient_attrs)  # fmt: skip
             sealed.seal(temp)  # after HDF5 has closed the file, before publish() flushes and renames it
         return self.info(dataset_id)
 
@@ -205,7 +241,7 @@ class CohortStore:
 def _write_file(
     temp: Path, dataset_id: str, sample_ids: np.ndarray, batches: Iterable[tuple[list[str], np.ndarray]],
     metadata: Metadata, source_file: str, source_format: str, manifest: Manifest | None,
-    on_rows: Callable[[int], None] | None,
+    on_rows: Callable[[int], None] | None, patient_attrs: dict | None = None,
 ) -> None:  # fmt: skip
     """The cohort's HDF5 file (the module docstring has its layout), with room for its seal."""
     with h5py.File(
@@ -214,7 +250,7 @@ def _write_file(
         stats = _write_matrix(f, len(sample_ids), batches, source_file, on_rows)
         probe_ids = stats.pop("probe_ids")
         f.create_dataset("probe_ids", data=probe_ids, compression="gzip", shuffle=True)
-        f.create_dataset("probe_order", data=np.argsort(probe_ids, kind="stable").astype(np.int64))
+        f.create_dataset("probe_order", data=stats.pop("probe_order").astype(np.int64))
         f.create_dataset("sample_ids", data=sample_ids)
         if manifest is not None:
             chrom, pos = manifest.lookup(probe_ids)
@@ -233,8 +269,13 @@ def _write_file(
             "source_format": source_format,
             "extra": json.dumps(metadata.extra),
             "has_positions": manifest is not None,
+            "platform": metadata.platform,
             **stats,
         }
+        if patient_attrs is not None:
+            ids = patient_attrs.pop("patient_ids")
+            f.create_dataset("patient_ids", data=ids, dtype=h5py.string_dtype("utf-8"))
+            attrs.update(patient_attrs)
         f.attrs.update(attrs)
 
 
@@ -254,40 +295,51 @@ def _write_matrix(
         fillvalue=np.nan,
     )
     digest = hashlib.sha256()
-    probe_ids: list[bytes] = []
+    probe_ids: list[np.ndarray] = []
     missing = 0
     lo, hi = np.inf, -np.inf
-    for ids, values in batches:
-        values = np.ascontiguousarray(values, dtype=np.float32)
-        if values.ndim != 2 or values.shape != (len(ids), n_samples):
-            raise IngestError(
-                f"a batch of shape {values.shape} does not match {len(ids)} probes x {n_samples} samples",
-                path=source_file,
-            )
-        if not len(ids):
-            continue
-        start = beta.shape[0]
-        beta.resize(start + len(ids), axis=0)
-        beta[start:] = values
-        encoded = _encode_ids(ids, "probe", source_file)
-        probe_ids.extend(encoded.tolist())
-        digest.update(encoded.tobytes())
-        digest.update(values.tobytes())
-        nan = np.isnan(values)
-        missing += int(nan.sum())
-        if not nan.all():
-            lo = min(lo, float(np.nanmin(values)))
-            hi = max(hi, float(np.nanmax(values)))
-        if on_rows is not None:
-            on_rows(len(ids))
-    rows = beta.shape[0]
+    rows = 0  # written so far; /beta grows ahead of them (fewer resizes) and is trimmed at the end
+    # hashlib lets go of the GIL: each block is hashed in this thread while the next one is parsed
+    with ThreadPoolExecutor(1, "mbeacon-checksum") as hasher:
+        hashed = None
+        for ids, values in batches:
+            values = np.ascontiguousarray(values, dtype=np.float32)
+            if values.ndim != 2 or values.shape != (len(ids), n_samples):
+                raise IngestError(
+                    f"a batch of shape {values.shape} does not match {len(ids)} probes x {n_samples} samples",
+                    path=source_file,
+                )
+            if not len(ids):
+                continue
+            start, rows = rows, rows + len(ids)
+            if rows > beta.shape[0]:
+                beta.resize(max(rows, 2 * beta.shape[0]), axis=0)
+            _write_rows(beta, start, values)
+            encoded = _encode_ids(ids, "probe", source_file)
+            probe_ids.append(encoded)
+            if hashed is not None:
+                hashed.result()  # in file order, and at most one block held for the hash
+            hashed = hasher.submit(_hash_block, digest, encoded, values)
+            nan = np.isnan(values)
+            missing += int(nan.sum())
+            if not nan.all():
+                lo = min(lo, float(np.nanmin(values)))
+                hi = max(hi, float(np.nanmax(values)))
+            if on_rows is not None:
+                on_rows(len(ids))
+        if hashed is not None:
+            hashed.result()
     if rows == 0:
         raise IngestError("the matrix has no probe rows", path=source_file)
-    ids_array = np.array(probe_ids, dtype=f"S{ID_BYTES}")
-    if len(np.unique(ids_array)) != rows:
+    beta.resize(rows, axis=0)
+    ids_array = np.concatenate(probe_ids)
+    order = np.argsort(ids_array, kind="stable")  # the lookup order, and sorted ids show duplicates
+    ordered = ids_array[order]
+    if np.any(ordered[1:] == ordered[:-1]):
         raise IngestError("duplicate probe ids", path=source_file)
     return {
         "probe_ids": ids_array,
+        "probe_order": order,
         "patients": n_samples,
         "probes": rows,
         "missing_fraction": missing / (rows * n_samples),
@@ -295,6 +347,52 @@ def _write_matrix(
         "value_max": hi if np.isfinite(hi) else np.nan,
         "checksum": "sha256:" + digest.hexdigest(),
     }
+
+
+def _patient_attrs(
+    patients: list[str] | None, bound: ContributionBound | None, n_samples: int, source_file: str
+) -> dict | None:
+    """The ``/patient_ids`` array and the attributes that go with it (None without patient ids)."""
+    if patients is None:
+        return None
+    if len(patients) != n_samples:
+        raise IngestError(f"{len(patients)} patient ids for {n_samples} samples", path=source_file)
+    counts = contributions(patients)
+    most = int(counts.max())
+    if bound is not None and (not isinstance(bound.bound, int) or bound.bound < 1):
+        raise IngestError(f"the contribution bound must be a whole number >= 1, not {bound.bound!r}")
+    return {
+        "patient_ids": np.array([str(p) for p in patients], dtype=object),
+        "has_patient_ids": True,
+        "patient_count": int(counts.size),
+        "max_samples_per_patient": most,
+        "contribution_bound": bound.bound if bound is not None else 0,
+        "bound_source": bound.source if bound is not None else "",
+        "bound_epsilon": float(bound.epsilon) if bound is not None else 0.0,
+    }
+
+
+def _hash_block(digest: hashlib._Hash, encoded: np.ndarray, values: np.ndarray) -> None:
+    digest.update(encoded.tobytes())
+    digest.update(values)  # the array's bytes, without a copy
+
+
+def _write_rows(beta: h5py.Dataset, start: int, values: np.ndarray) -> None:
+    """Write the rows ``values`` (C-ordered float32) at row ``start`` of the already resized ``/beta``.
+
+    Whole chunks go to the file as they are, with HDF5's direct chunk write: the layout is uncompressed
+    row chunks, so a chunk's bytes are just its rows, and skipping the library's chunk cache makes
+    the write several times cheaper. A last, partial chunk is padded with the fill value (NaN); a
+    write that does not start on a chunk boundary takes the library's ordinary path.
+    """
+    if start % CHUNK_ROWS:
+        beta[start : start + len(values)] = values
+        return
+    for offset in range(0, len(values), CHUNK_ROWS):
+        rows = values[offset : offset + CHUNK_ROWS]
+        if len(rows) < CHUNK_ROWS:
+            rows = np.concatenate((rows, np.full((CHUNK_ROWS - len(rows), values.shape[1]), np.nan, "f4")))
+        beta.id.write_direct_chunk((start + offset, 0), rows)
 
 
 def _text(value) -> str:
@@ -319,6 +417,14 @@ def _info_from_attrs(attrs: h5py.AttributeManager) -> DatasetInfo:
         source_format=_text(attrs.get("source_format", "")),
         checksum=_text(attrs.get("checksum", "")),
         has_positions=bool(attrs.get("has_positions", False)),
+        # files written without patient ids: one sample per patient
+        patient_count=int(attrs.get("patient_count", attrs["patients"])),
+        max_samples_per_patient=int(attrs.get("max_samples_per_patient", 1)),
+        has_patient_ids=bool(attrs.get("has_patient_ids", False)),
+        contribution_bound=int(attrs.get("contribution_bound", 1)),
+        bound_source=_text(attrs.get("bound_source", "one sample per patient")),
+        bound_epsilon=float(attrs.get("bound_epsilon", 0.0)),
+        platform=_text(attrs.get("platform", "")),
     )
 
 
@@ -331,8 +437,9 @@ class Cohort:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        #: map every page of the file at each (per-process) open: :mod:`mbeacon.store.prefault`
+        self.populate = False
         self._pid: int | None = None
-        self._positions: tuple[int, np.ndarray, np.ndarray] | None = None
 
     # --- lazy, per-process opening ---------------------------------------------------------------
 
@@ -345,6 +452,7 @@ class Cohort:
             self._probe_ids = f["probe_ids"][...]
             self._probe_order = f["probe_order"][...]
             self._sorted_ids = self._probe_ids[self._probe_order]  # once per open, not per lookup
+            self._loci: tuple[np.ndarray, np.ndarray] | None = None  # on the first lookup
             self._sample_ids = f["sample_ids"][...]
             beta = f["beta"]
             self._shape = beta.shape
@@ -358,6 +466,8 @@ class Cohort:
         # the same mapping as a plain ndarray: slicing a memmap builds a memmap, which costs more
         self._plain_map = self._map.view(np.ndarray) if self._map is not None else None
         self._h5 = None if self._map is not None else h5py.File(self.path, "r")
+        if self._plain_map is not None and self.populate:
+            prefault.populate(self._plain_map)
         self._pid = PROCESS.pid
 
     @property
@@ -385,31 +495,58 @@ class Cohort:
         self._ensure_open()
         return self._sample_ids.astype(str)
 
+    def _locus_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted loci of the cohort's probes and the row of each one's representative probe
+        (:mod:`mbeacon.store.probe_ids` has the rule: the smallest stored id of the locus). Built on
+        the first lookup, from the probe list only; a cohort without EPIC v2 suffixes reuses its id
+        index."""
+        if self._loci is None:
+            names, first = representatives(self._sorted_ids, presorted=True)
+            self._loci = (names, self._probe_order[first])
+        return self._loci
+
+    @property
+    def patient_ids(self) -> np.ndarray | None:
+        """The patient of each sample (str array, sample order), None if the file has none."""
+        self._ensure_open()
+        if not self._info.has_patient_ids:
+            return None
+        with h5py.File(self.path, "r") as f:
+            return f["patient_ids"].asstr()[...].astype(str)
+
     def probe_index(self, probe_ids: Iterable[str] | np.ndarray) -> np.ndarray:
-        """Row of each probe id (-1 where the cohort lacks it), vectorised."""
+        """Row answering for each probe id (-1 where the cohort lacks its locus), vectorised: any id
+        of a CpG (``cg00000029``, ``cg00000029_TC21``) finds the CpG's representative probe."""
         self._ensure_open()
         wanted = np.asarray(list(probe_ids) if not isinstance(probe_ids, np.ndarray) else probe_ids)
-        wanted = wanted.astype(f"S{ID_BYTES}")
-        sorted_ids = self._sorted_ids
-        pos = np.minimum(np.searchsorted(sorted_ids, wanted), len(sorted_ids) - 1)
+        wanted = loci(wanted.astype(f"S{ID_BYTES}"))
+        sorted_ids, rows = self._locus_index()
+        pos = np.minimum(search(sorted_ids, wanted.reshape(-1)).reshape(wanted.shape), len(sorted_ids) - 1)
         found = sorted_ids[pos] == wanted
-        return np.where(found, self._probe_order[pos], -1)
+        return np.where(found, rows[pos], -1)
 
     def probe_row(self, probe_id: str) -> int:
-        """Row of one probe id, -1 if the cohort lacks it: :meth:`probe_index` for a single query,
-        without its array set-up (numpy's per-call overhead is most of a one-element lookup)."""
+        """Row answering for one probe id, -1 if the cohort lacks its locus: :meth:`probe_index` for a
+        single query, without its array set-up (numpy's per-call overhead is most of a one-element
+        lookup)."""
         self._ensure_open()
         try:
             wanted = probe_id.encode("ascii")
         except UnicodeEncodeError:
             return -1
         if len(wanted) > ID_BYTES:
-            wanted = wanted[:ID_BYTES]  # as probe_index's conversion to S64 does
-        sorted_ids = self._sorted_ids
+            probe_id = wanted[:ID_BYTES].decode("ascii")  # as probe_index's conversion to S64 does
+        wanted = locus(probe_id).encode("ascii")
+        sorted_ids, rows = self._locus_index()
         pos = int(sorted_ids.searchsorted(wanted))
         if pos < len(sorted_ids) and sorted_ids[pos] == wanted:
-            return int(self._probe_order[pos])
+            return int(rows[pos])
         return -1
+
+    def probe_name(self, row: int) -> str:
+        """The stored id of probe ``row`` (the probe that answers, whatever spelling found it)."""
+        self._ensure_open()
+        return self._probe_ids[row].decode("utf-8")
 
     def count_one(self, row: int, lo: float, hi: float) -> int:
         """``alpha`` of one query: :meth:`count_in_range` for a single probe row, the same float32
@@ -423,19 +560,16 @@ class Cohort:
         values = self._plain_map[start : start + self._shape[1]]
         return int(np.count_nonzero((values >= np.float32(lo)) & (values <= np.float32(hi))))
 
-    def probes_at(self, chromosome: str, position: int) -> list[str]:
-        """Probe ids at a manifest position (chromosome with or without ``chr``; empty if none)."""
+    def row_values(self, row: int) -> np.ndarray:
+        """One probe row across all samples (float32, NaN missing): a plain slice of the mapped file
+        where the layout allows, for per-query readers that select their own columns."""
         self._ensure_open()
-        if not self._info.has_positions:
-            return []
-        if self._positions is None or self._positions[0] != PROCESS.pid:
-            with h5py.File(self.path, "r") as f:
-                chrom = np.char.lower(f["chromosome"][...].astype(str))
-                chrom = np.char.replace(chrom, "chr", "")
-                self._positions = (PROCESS.pid, chrom, f["position"][...])
-        _, chrom, pos = self._positions
-        wanted = chromosome.lower().removeprefix("chr")
-        return self.probe_ids[(pos == position) & (chrom == wanted)].tolist()
+        if not 0 <= row < self._shape[0]:
+            raise IndexError("probe row out of range")
+        if self._map is None:
+            return self.rows(np.array([row]))[0]
+        start = int(self._row_starts[row // CHUNK_ROWS]) + (row % CHUNK_ROWS) * self._shape[1]
+        return self._plain_map[start : start + self._shape[1]]
 
     def rows(self, index: np.ndarray | list[int]) -> np.ndarray:
         """Beta values of the given probe rows across all patients (float32, NaN missing)."""
@@ -451,9 +585,24 @@ class Cohort:
         out[order] = self._h5["beta"][np.unique(idx)][np.searchsorted(np.unique(idx), idx[order])]
         return out
 
-    def count_in_range(self, index: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """``alpha``: patients with a non-missing value in ``[lo, hi]`` at each probe row."""
+    def count_in_range(
+        self, index: np.ndarray, lo: np.ndarray, hi: np.ndarray, columns: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``alpha``: patients with a non-missing value in ``[lo, hi]`` at each probe row; with
+        ``columns`` (sorted sample indices), only those samples are counted."""
+        if np.ndim(lo) <= 1 and np.ndim(hi) <= 1:
+            self._ensure_open()
+            if self._plain_map is not None:  # counted in place in the map, no gathered copy
+                idx = np.asarray(index, dtype=np.int64).reshape(-1)
+                if idx.size and (idx.min() < 0 or idx.max() >= self._shape[0]):
+                    raise IndexError("probe row out of range")
+                width = self._shape[1]
+                if columns is not None and len(columns) and (columns[0] < 0 or columns[-1] >= width):
+                    raise IndexError("sample column out of range")
+                return count_rows(self._plain_map, self._row_starts, CHUNK_ROWS, width, idx, lo, hi, columns)
         values = self.rows(index)
+        if columns is not None:
+            values = values[:, columns]
         lo = np.asarray(lo, dtype=np.float32).reshape(-1, 1)
         hi = np.asarray(hi, dtype=np.float32).reshape(-1, 1)
         return np.count_nonzero((values >= lo) & (values <= hi), axis=1)

@@ -2,116 +2,28 @@
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import math
-import zlib
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from mbeacon.store.cohorts import CohortStore, DatasetInfo, Manifest, Metadata
+from mbeacon.store.annotation import check_platform_id, read_annotation
+from mbeacon.store.cohorts import CHUNK_ROWS, CohortStore, DatasetInfo, Manifest, Metadata
 from mbeacon.store.errors import DataError, IngestError
-
-_PROBE_COLUMNS = ("ilmnid", "name", "probe_id", "probe", "id_ref", "id")
-_CHROM_COLUMNS = ("chr", "chromosome", "chrom", "chromosome_36", "chromosome_37")
-_POS_COLUMNS = ("mapinfo", "position", "pos", "start", "coordinate_36", "coordinate_37")
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    raw = path.open("rb")
-    head = raw.read(2)
-    raw.seek(0)
-    stream = gzip.open(raw) if head == b"\x1f\x8b" else raw  # noqa: SIM115 - the wrapper owns it
-    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+from mbeacon.store.patients import BoundRule, contributions, source_patient_ids
 
 
 def read_manifest(path: str | Path) -> Manifest:
-    """Probe positions from an Illumina manifest CSV (its ``[Assay]`` section) or a plain table.
-
-    Accepted header names: probe ``IlmnID``/``Name``/``probe_id``, chromosome ``CHR``/``chromosome``,
-    position ``MAPINFO``/``position``. Lines before the header (the Illumina ``[Heading]`` block) are
-    skipped; the ``[Controls]`` section ends the table. A damaged file (corrupt gzip, a bad CSV quote,
-    a probe id that is not ASCII or longer than 64 characters, a position that is not a whole number)
-    raises IngestError.
+    """Probe positions from an Illumina manifest CSV, a GEO platform table or a plain table with probe,
+    chromosome and position columns: the reader of platform annotations
+    (:func:`mbeacon.store.annotation.read_annotation`, which names the accepted layouts and columns),
+    so a manifest ingested with a dataset and an imported platform annotation are read alike. A
+    damaged file raises IngestError naming the file, line and column.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise IngestError("manifest file not found", path=str(path))
-    try:
-        return _read_manifest(path)
-    except (OSError, EOFError, zlib.error) as error:
-        raise IngestError(f"cannot read the manifest (corrupt gzip?): {error}", path=str(path)) from None
-    except csv.Error as error:
-        raise IngestError(f"not a readable CSV/TSV table: {error}", path=str(path)) from None
-
-
-def _position(text: str, *, path: Path, line: int, column: int) -> int:
-    """A 1-based position (empty: unknown, -1); anything but a non-negative whole number is refused."""
-    if not text:
-        return -1
-    try:
-        number = float(text)
-    except ValueError:
-        number = math.nan
-    if not (math.isfinite(number) and number >= 0 and number == int(number) and number < 2**62):
-        raise IngestError(f"position {text[:40]!r} is not a number", path=str(path), line=line, column=column)
-    return int(number)
-
-
-def _read_manifest(path: Path) -> Manifest:
-    ids, chroms, positions = [], [], []
-    with _open_text(path) as handle:
-        sample = handle.read(65536)
-        handle.seek(0)
-        delimiter = "\t" if sample.count("\t") > sample.count(",") else ","
-        reader = csv.reader(handle, delimiter=delimiter)
-        header = None
-        for line_no, row in enumerate(reader, start=1):
-            if header is None:
-                lowered = [c.strip().lower() for c in row]
-                if any(c in _PROBE_COLUMNS for c in lowered) and any(c in _POS_COLUMNS for c in lowered):
-                    header = lowered
-                    col_id = next(lowered.index(c) for c in _PROBE_COLUMNS if c in lowered)
-                    col_chr = next((lowered.index(c) for c in _CHROM_COLUMNS if c in lowered), None)
-                    col_pos = next(lowered.index(c) for c in _POS_COLUMNS if c in lowered)
-                continue
-            if not row or row[0].startswith("["):
-                break
-            try:
-                probe = row[col_id].strip()
-                position = row[col_pos].strip()
-                chrom = row[col_chr].strip() if col_chr is not None else ""
-            except IndexError:
-                raise IngestError("ragged manifest row", path=str(path), line=line_no) from None
-            if not probe.isascii() or not 0 < len(probe) <= 64:
-                raise IngestError(
-                    f"probe id {probe[:70]!r} is not 1 to 64 ASCII characters",
-                    path=str(path),
-                    line=line_no,
-                    column=col_id + 1,
-                )
-            if not chrom.isascii() or len(chrom) > 60:
-                raise IngestError(
-                    f"chromosome {chrom[:70]!r} is not a short ASCII name",
-                    path=str(path),
-                    line=line_no,
-                    column=(col_chr or 0) + 1,
-                )
-            ids.append(probe)
-            chroms.append(chrom if not chrom or chrom.lower().startswith("chr") else f"chr{chrom}")
-            positions.append(_position(position, path=path, line=line_no, column=col_pos + 1))
-    if header is None:
-        raise IngestError(
-            "no header with a probe id and a position column (e.g. IlmnID, CHR, MAPINFO)", path=str(path)
-        )
-    if not ids:
-        raise IngestError("the manifest has no probe rows", path=str(path))
-    return Manifest(
-        np.array(ids, dtype="S64"), np.array(chroms, dtype="S64"), np.array(positions, dtype=np.int64)
-    )
+    table = read_annotation(path)
+    chromosome = np.array([b"chr" + c if c else b"" for c in table.chromosome.tolist()], dtype="S64")
+    return Manifest(table.probe_ids.astype("S64"), chromosome, table.position)
 
 
 def ingest(
@@ -126,15 +38,26 @@ def ingest(
     sample_sheet: str | Path | None = None,
     replace: bool = False,
     on_rows: Callable[[int], None] | None = None,
+    patient_key: str | None = None,
+    patients: str | Path | None = None,
+    bound_rule: BoundRule | None = None,
 ) -> DatasetInfo:
-    """Read ``path`` in its format, validate it, and publish it as ``dataset_id`` atomically."""
+    """Read ``path`` in its format, validate it, and publish it as ``dataset_id`` atomically.
+
+    Patient ids come from the input (GEO characteristics, ``patient_key`` naming which; GDC case ids)
+    or from the table ``patients``; see :mod:`mbeacon.store.patients`. With ids, ``bound_rule`` gives
+    the contribution bound recorded with them (declared, or learned by SVT: the caller's choice).
+    """
     from mbeacon.store.readers import open_matrix
 
     try:
         source = open_matrix(path, format, pval_cut=pval_cut, sample_sheet=sample_sheet)
     except ValueError as error:  # an option that does not fit this file (e.g. a sample sheet for a CSV)
         raise IngestError(str(error), path=str(path)) from None
+    patient_ids = source_patient_ids(source, key=patient_key, table=patients)
+    bound = bound_rule(contributions(patient_ids)) if patient_ids is not None and bound_rule else None
     positions = read_manifest(manifest) if manifest is not None else None
+    metadata = _with_platform(metadata or Metadata(), source.metadata)
     target = CohortStore(store, create=True)
     if not replace and target.path_of(dataset_id).exists():
         # said here, before the rows are read, and naming the way out; write() keeps its own check
@@ -145,11 +68,25 @@ def ingest(
     return target.write(
         dataset_id,
         list(source.samples),
-        ((batch.probe_ids, batch.values) for batch in source.batches()),
+        ((batch.probe_ids, batch.values) for batch in source.blocks(CHUNK_ROWS)),
         metadata=metadata,
         source_file=str(path),
         source_format=source.format,
         manifest=positions,
         replace=replace,
         on_rows=on_rows,
+        patients=patient_ids,
+        bound=bound,
     )
+
+
+def _with_platform(metadata: Metadata, source: dict[str, str]) -> Metadata:
+    """``metadata`` with its platform: as given, else the GEO series matrix's ``!Series_platform_id``
+    (when it names one platform), which links the dataset to that platform's annotation."""
+    if metadata.platform:
+        check_platform_id(metadata.platform)
+        return metadata
+    stated = source.get("Series_platform_id", "").split()
+    if len(stated) == 1:
+        return dataclasses.replace(metadata, platform=check_platform_id(stated[0]))
+    return metadata

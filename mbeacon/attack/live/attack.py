@@ -31,6 +31,7 @@ from mbeacon.attack.live.scoring import (
     prior_agreement,
     score,
 )
+from mbeacon.attack.live.tracker import ask_tracker, choose_attacker, live_targets, tracker_scores
 from mbeacon.attack.lrt import miss_probability
 from mbeacon.attack.metrics import roc_curve
 from mbeacon.attack.planning import QueryPlan
@@ -55,6 +56,7 @@ class LiveResult:
     requests: int
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    attacker: str = "rarest"
 
     @property
     def queries(self) -> int:
@@ -93,6 +95,7 @@ class LiveResult:
             "defence": self.defence.label,
             "profiles": {"victims": int(labels.sum()), "nonmembers": int((~labels).sum())},
             "queries_per_profile": self.queries,
+            "attacker": self.attacker,
             "strategy": self.settings.strategy,
             "noise_sd": self.settings.noise_sd,
             "z": self.settings.z,
@@ -154,9 +157,13 @@ def run_live_attack(
     if prior is None:
         prior = stand_in_prior(profiles.values if pool is None else pool, profiles.probe_ids)
     plan, askable = plan_live(profiles, prior, settings, pool)
+    attacker = choose_attacker(settings.attacker, defence)
     if on_start is not None:
-        on_start(params, int(askable.sum()))
+        on_start(params, int(askable.sum()) if attacker == "rarest" else profiles.people * settings.queries)
     order = np.random.default_rng(settings.seed).permutation(profiles.people)  # noise-ok: query order only
+    if attacker == "tracker":
+        return _run_tracker(client, profiles, settings, params, defence, plan, askable, prior, public, order,
+                            max_batch, warnings, started, on_progress)  # fmt: skip
     answers = ask_all(
         client, params, plan, askable, prior, max_batch=max_batch, order=order, on_progress=on_progress
     )
@@ -191,4 +198,57 @@ def run_live_attack(
         requests=client.requests,
         seconds=time.monotonic() - started,
         warnings=warnings,
+    )
+
+
+def _run_tracker(
+    client: BeaconClient,
+    profiles: Profiles,
+    settings: LiveSettings,
+    params: DatasetParams,
+    defence: Defence,
+    plan: QueryPlan,
+    askable: np.ndarray,
+    prior: Prior,
+    public: bool,
+    order: np.ndarray,
+    max_batch: int,
+    warnings: list[str],
+    started: float,
+    on_progress: Callable[[int], None] | None,
+) -> LiveResult:
+    """The tracker's half of :func:`run_live_attack` (:mod:`mbeacon.attack.live.tracker`)."""
+    search, answers, asked = ask_tracker(
+        client,
+        params,
+        live_targets(plan, askable, prior),
+        prior,
+        queries=settings.queries,
+        randomised=defence.randomised,
+        max_batch=max_batch,
+        order=order,
+        on_progress=on_progress,
+    )
+    miss = miss_probability(settings.z, settings.missing)
+    scores = tracker_scores(
+        search, answers, defence, prior, params.patients, miss, settings.queries, prior_is_public=public
+    )
+    if answers.exhausted:
+        warnings.append("the key's privacy budget ran out: the remaining queries were not answered")
+    return LiveResult(
+        url=client.base,
+        params=params,
+        defence=defence,
+        settings=settings,
+        profiles=profiles,
+        plan=plan,
+        askable=asked,
+        answers=answers,
+        scores=scores,
+        prior_name=prior.name if public else "stand-in: the attacker's own profiles",
+        prior_agreement=None,
+        requests=client.requests,
+        seconds=time.monotonic() - started,
+        warnings=warnings,
+        attacker="tracker",
     )

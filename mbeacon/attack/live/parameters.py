@@ -47,7 +47,10 @@ class DatasetParams:
         if self.mechanism == "svt2":
             name = "svt2-redraw" if self.variant == "redraw" else "svt2-single"
             return Defence(name, threshold=self.threshold, epsilon=self.svt_epsilon, c=self.c)
-        raise LiveAttackError(f"dataset {self.id!r}: unknown mechanism {self.mechanism!r}")
+        raise LiveAttackError(
+            f"dataset {self.id!r}: the live attack models mechanisms 'svt2' and 'none', not "
+            f"{self.mechanism!r}; measure it with `mbeacon attack evaluate` (defence {self.mechanism!r})"
+        )
 
     @property
     def svt_epsilon(self) -> float:

@@ -33,6 +33,7 @@ class LiveSettings:
     strategy: str = "pooled"
     seed: int = 0
     dataset: str | None = None
+    attacker: str = "auto"
 
 
 @dataclass

@@ -235,7 +235,7 @@ class Ledger:
             return self.override(tx, principal, dataset) or default()
 
     def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
-        state = SVT2State.start(params.svt2()) if params.mechanism == "svt2" else SVT2State(0.0, 0.0, 0)
+        state = SVT2State.start(params.svt2()) if params.sanitised else SVT2State(0.0, 0.0, 0)
         at = stamp(tx)
         tx.durable = tx.new_secrets = True  # secret thresholds are drawn: they must survive once used
         tx.execute(

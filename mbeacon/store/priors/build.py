@@ -25,6 +25,7 @@ from mbeacon.store.priors.model import Prior, _now
 from mbeacon.store.priors.quantile_sketch import DEFAULT_QUANTILES, _levels, _row_quantiles
 from mbeacon.store.priors.sd_model import SdModel, learn_sd_model
 from mbeacon.store.priors.table_files import READ_ERRORS, _header, iter_table_file
+from mbeacon.store.probe_ids import representatives
 
 __all__ = [
     "import_means_file",
@@ -99,7 +100,13 @@ def _assemble(
     source: str,
     what: str,
 ) -> Prior:
-    """Drop probes without any value, fill missing sds from the sd model, sort, fit the Betas."""
+    """Drop probes without any value, fill missing sds from the sd model, sort, fit the Betas.
+
+    The prior is keyed by CpG (:mod:`mbeacon.store.probe_ids`): an EPIC v2 id is stored as its locus
+    (``cg00000029_TC21`` as ``cg00000029``), and of a locus's replicate probes the one with the
+    smallest id keeps its statistics, the rule a cohort uses to pick the probe that answers, so the
+    prior describes the probe the beacon reads. Exact duplicate ids are refused.
+    """
     keep = counts > 0
     ids, mean, sd = ids[keep], mean[keep], sd[keep]
     quant = None if quant is None else quant[keep]
@@ -109,8 +116,11 @@ def _assemble(
         sd[missing_sd] = (sd_model or learn_sd_model()).predict(mean[missing_sd])
     order = _sorted_unique(ids, what)
     if order is not None:
-        ids, mean, sd = ids[order], mean[order], sd[order]
-        quant = None if quant is None else quant[order]
+        ids = ids[order]
+    names, first = representatives(ids, presorted=True)  # one row per CpG (the docstring has the rule)
+    rows = first if order is None else order[first]
+    ids, mean, sd = names, mean[rows], sd[rows]
+    quant = None if quant is None else quant[rows]
     a, b = beta_moments(mean, sd)
     return Prior(name, None, ids, mean, sd, a, b, quant, n_reference, source, _now())
 

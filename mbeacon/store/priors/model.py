@@ -26,6 +26,8 @@ import pandas as pd
 from mbeacon.store.priors.beta_distribution import _beta_cdf
 from mbeacon.store.priors.names import check_name
 from mbeacon.store.priors.quantile_sketch import _sketch_cdf, _sketch_cdf_scalar
+from mbeacon.store.probe_ids import loci, locus
+from mbeacon.store.sorted_search import search
 
 __all__ = ["CHUNK", "HASH_LOOKUP_MIN", "THREADS", "Prior"]
 
@@ -62,6 +64,10 @@ class Prior:
     reference values of each probe (numpy's default "linear" definition); float32 halves the memory of a
     450K sketch (196 MB instead of 392 MB at Q = 101) at an error of 6e-8, far below measurement noise.
     The arrays are read-only views: a prior can be shared between threads.
+
+    A prior is keyed by CpG: its builders store EPIC v2 ids as their locus, and :meth:`index` and
+    :meth:`probability_one` look any spelling up by its locus (:mod:`mbeacon.store.probe_ids`), so a
+    prior built on one array serves datasets of every array where the CpG is shared.
     """
 
     name: str
@@ -128,13 +134,20 @@ class Prior:
             ids = np.char.decode(ids, "ascii")
         elif ids.dtype.kind != "U":
             ids = ids.astype(str)
+        ids = loci(ids)  # a prior is keyed by CpG: cg00000029_TC21 finds cg00000029
         n = len(self)
         if n == 0:
             return np.full(ids.shape, -1, dtype=np.int64)
         if ids.size >= HASH_LOOKUP_MIN:
             found = self._hash_index.get_indexer(ids.ravel().astype(object))
             return found.astype(np.int64, copy=False).reshape(ids.shape)
-        pos = np.minimum(np.asarray(np.searchsorted(self.probe_ids, ids), dtype=np.int64), n - 1)
+        # Searched in the ids' own dtype: a longer string dtype would make numpy cast all of the
+        # prior's ids per call (milliseconds for an EPIC v2 prior). An id longer than every known one
+        # is truncated here but cannot match: the equality below compares the full ids.
+        needles = (
+            ids.astype(self.probe_ids.dtype) if ids.dtype.itemsize > self.probe_ids.dtype.itemsize else ids
+        )
+        pos = np.minimum(search(self.probe_ids, needles.reshape(-1)).reshape(ids.shape), n - 1)
         return np.asarray(np.where(self.probe_ids[pos] == ids, pos, -1))
 
     @functools.cached_property
@@ -224,6 +237,9 @@ class Prior:
         if self.quantiles is None or not (math.isfinite(lo) and math.isfinite(hi)):
             return float(self.probability(np.array([probe_id]), lo, hi)[0])
         ids = self.probe_ids
+        probe_id = locus(probe_id)
+        if len(probe_id) > ids.dtype.itemsize // 4:  # longer than every known id (see index)
+            return math.nan
         pos = int(ids.searchsorted(probe_id))
         if pos >= len(ids) or ids[pos] != probe_id:
             return math.nan

@@ -29,6 +29,7 @@ from mbeacon.store.atomic import publish
 from mbeacon.store.errors import DataError
 from mbeacon.store.priors.model import Prior
 from mbeacon.store.priors.names import _NAME, check_name
+from mbeacon.store.probe_ids import representatives, suffix_mask
 
 __all__ = [
     "FILE_FORMAT",
@@ -171,6 +172,10 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
             quant = h5["quantiles"][()] if "quantiles" in h5 else None
     except (OSError, KeyError) as exc:
         raise DataError(f"cannot read prior file: {exc}", path=str(path)) from None
+    if suffix_mask(ids).any():  # a file of EPIC v2 ids, not yet keyed by CpG: key it as the builders do
+        ids, rows = representatives(ids, presorted=True)  # saved sorted
+        fields = {f: values[rows] for f, values in fields.items()}
+        quant = None if quant is None else quant[rows]
     return Prior(
         name=str(attrs["name"]),
         version=version,

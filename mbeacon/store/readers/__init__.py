@@ -18,10 +18,13 @@ matrix, an unknown format, a sample sheet row without its file -- is refused wit
 :class:`~mbeacon.store.errors.IngestError` naming the file, the 1-based physical line (of the
 decompressed text) and the column (1-based, with its header name), and never with another exception.
 
-Speed: the data rows are parsed by ``pyarrow.csv`` in chunks of a few MiB of whole lines (explicit
-column types, multi-threaded), so that parsing is several times faster than ``pandas.read_csv`` and
-memory stays at about two batches plus the chunk buffers. Only a chunk that fails is re-read in
-Python, to find the exact line and column of the fault.
+Speed: the data rows are read in chunks of a few MiB of whole lines, parsed by several threads at
+once: a compiled kernel for the plain case (:mod:`._fastpath`), ``pyarrow.csv`` with explicit column
+types for anything else, so that an ingest (parse, validate and write) is faster than
+``pandas.read_csv`` alone and memory stays at a few chunks' worth. Only a chunk that fails is re-read
+in Python, to find the exact line and column of the fault. :meth:`MatrixSource.blocks` hands the
+parsed chunks on without regrouping them (what ingest writes); :meth:`MatrixSource.batches` regroups
+them into batches of a fixed size.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import IngestError
 from ._model import MatrixBatch
 from ._stream import LineReader, StreamError
-from ._table import Converted, Layout, TableParser, first_line_of, rebatch, split_fields
+from ._table import Converted, Layout, TableParser, align, first_line_of, rebatch, split_fields
 
 #: Threads converting chunks ahead of the one being accepted (Arrow releases the GIL while parsing).
 WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -105,3 +105,8 @@ def parsed_parts(layout: Layout, opener: ChunkOpener) -> Iterator[tuple[list[str
 def table_batches(layout: Layout, opener: ChunkOpener, batch_rows: int) -> Iterator[MatrixBatch]:
     """Stream a table as MatrixBatches of ``batch_rows`` rows."""
     yield from rebatch(parsed_parts(layout, opener), len(layout.betas), batch_rows)
+
+
+def table_blocks(layout: Layout, opener: ChunkOpener, multiple: int) -> Iterator[MatrixBatch]:
+    """Stream a table as parsed, in blocks of a multiple of ``multiple`` rows (see :func:`._table.align`)."""
+    yield from align(parsed_parts(layout, opener), multiple)

@@ -37,6 +37,7 @@ class MatrixSource:
     metadata: dict[str, str]
     batch_rows: int = 65_536
     _stream: Callable[[int], Iterator[MatrixBatch]] | None = field(default=None, repr=False, compare=False)
+    _blocks: Callable[[int], Iterator[MatrixBatch]] | None = field(default=None, repr=False, compare=False)
 
     def batches(self) -> Iterator[MatrixBatch]:
         """Stream the probe rows as :class:`MatrixBatch` es of ``batch_rows`` rows (the last may be shorter).
@@ -48,3 +49,17 @@ class MatrixSource:
         if self._stream is None:
             raise IngestError("this source has no reader (build it with open_matrix)", path=self.path)
         return self._stream(self.batch_rows)
+
+    def blocks(self, multiple: int = 1) -> Iterator[MatrixBatch]:
+        """Stream the probe rows in blocks as the parser produces them, without regrouping them.
+
+        Every block but the last has a multiple of ``multiple`` rows (a writer passes its chunk height,
+        so that no chunk is written twice); the sizes are otherwise the parser's, so no block is copied
+        into a batch of fixed size as :meth:`batches` does. Same validation, errors and file order as
+        :meth:`batches`. Formats without a streaming parser (GDC folders) give their batches.
+        """
+        if multiple < 1:
+            raise ValueError(f"multiple must be at least 1, not {multiple}")
+        if self._blocks is None:
+            return self.batches()
+        return self._blocks(multiple)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import IngestError
+from ._fastpath import convert_plain, plain_kinds, start_loading
 from ._model import MatrixBatch
 from ._stream import LineReader
 
@@ -222,7 +223,7 @@ class Converted:
 
     chunk: bytes
     lines: int = 0
-    probes: pa.ChunkedArray | None = None
+    probes: pa.Array | pa.ChunkedArray | None = None
     values: np.ndarray | None = None
     problem: str | None = None
 
@@ -269,6 +270,11 @@ class TableParser:
         types.update({name: pa.string() for name in self._pvals if name is not None})
         self._value_fields = sorted([*layout.betas, *(i for i in layout.pvals if use_p and i is not None)])
         self._pval_fields = frozenset(i for i in layout.pvals if use_p and i is not None)
+        self._plain = plain_kinds(
+            layout.n_fields, layout.probe, layout.betas, layout.delimiter, bool(self._pval_fields)
+        )
+        if self._plain is not None:
+            start_loading()
         self._read_options = pacsv.ReadOptions(
             column_names=names, use_threads=USE_THREADS, block_size=1 << 20
         )
@@ -304,7 +310,14 @@ class TableParser:
 
         Touches no state of the parser, so that several chunks may be converted in worker threads
         at once. Problems are recorded, not raised: only :meth:`accept` knows the line numbers.
+        The plain case is parsed by the compiled kernel of :mod:`._fastpath`; any other chunk, and
+        every chunk with a problem, by Arrow (and then, to word the error, by :meth:`explain`).
         """
+        if self._plain is not None:
+            plain = convert_plain(chunk, self.layout.delimiter, self._plain, len(self._betas))
+            if plain is not None:
+                probes, values = plain
+                return Converted(chunk, lines=len(values), probes=probes, values=values)
         data = chunk
         if self.layout.delimiter == " " and (
             data.startswith(b" ") or b"  " in data or b"\n " in data or b" \n" in data or b" \r\n" in data
@@ -539,3 +552,30 @@ def rebatch(
                 block = None
     if block is not None and fill:
         yield MatrixBatch(ids, block[:fill].copy())
+
+
+def align(parts: Iterable[tuple[list[str], np.ndarray]], multiple: int) -> Iterator[MatrixBatch]:
+    """Parsed chunks as blocks of a multiple of ``multiple`` rows (the last may be shorter).
+
+    Unlike :func:`rebatch`, the bulk of each chunk is passed on as a view: only the rows that straddle
+    two chunks (fewer than ``multiple``) are copied.
+    """
+    carry_ids: list[str] = []
+    carry: np.ndarray | None = None
+    for ids, values in parts:
+        start = 0
+        if carry is not None:
+            start = min(multiple - len(carry_ids), len(ids))
+            carry = np.concatenate((carry, values[:start]))
+            carry_ids = carry_ids + ids[:start]
+            if len(carry_ids) < multiple:
+                continue
+            yield MatrixBatch(carry_ids, carry)
+            carry_ids, carry = [], None
+        stop = start + (len(ids) - start) // multiple * multiple
+        if stop > start:
+            yield MatrixBatch(ids[start:stop], values[start:stop])
+        if stop < len(ids):
+            carry_ids, carry = ids[stop:], values[stop:]
+    if carry is not None:
+        yield MatrixBatch(carry_ids, np.ascontiguousarray(carry))

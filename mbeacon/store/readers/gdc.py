@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..errors import IngestError
 from ._common import next_content_line, parsed_parts, skip_lines_then_chunks
@@ -33,6 +32,7 @@ from ._table import NULL_TOKENS, Layout, parse_number, split_fields
 FILE_NAME = "File Name"
 SAMPLE_ID = "Sample ID"
 FILE_ID = "File ID"
+CASE_ID = "Case ID"
 _SHEET_METADATA = ("Project ID", "Data Category", "Data Type", "Sample Type")
 _PROBE_HEADERS = frozenset(
     {"composite element ref", "id_ref", "probe", "probe_id", "probeid", "ilmnid", "id"}
@@ -92,6 +92,7 @@ def read_sample_sheet(sheet: Path, folder: Path) -> tuple[list[SheetEntry], dict
     seen: dict[str, int] = {}
     columns: dict[str, int] = {}
     extra: dict[str, list[str]] = {name: [] for name in _SHEET_METADATA}
+    cases: list[str] = []  # each sample's Case ID (its patient), when the sheet has the column
     files: dict[str, list[Path]] | None = None
     with LineReader(sheet) as reader:
         while (raw := next_content_line(reader)) is not None:
@@ -146,6 +147,8 @@ def read_sample_sheet(sheet: Path, folder: Path) -> tuple[list[SheetEntry], dict
                     column=f"{name_col + 1} ({FILE_NAME})",
                 )
             entries.append(SheetEntry(sample, path, line))
+            if CASE_ID in columns:
+                cases.append(fields[columns[CASE_ID]])
             for key in _SHEET_METADATA:
                 if key in columns and fields[columns[key]] not in extra[key]:
                     extra[key].append(fields[columns[key]])
@@ -155,6 +158,8 @@ def read_sample_sheet(sheet: Path, folder: Path) -> tuple[list[SheetEntry], dict
         raise IngestError("the sample sheet lists no files (header only)", path=where, line=reader.lines_read)
     metadata = {"sample_sheet": where}
     metadata.update({key: ", ".join(values) for key, values in extra.items() if values})
+    if CASE_ID in columns:
+        metadata["case_ids"] = "\t".join(cases)  # read by mbeacon.store.patients
     return entries, metadata
 
 
@@ -218,6 +223,8 @@ def read_sample_file(path: Path) -> tuple[list[str], np.ndarray]:
 
 def assemble(entries: list[SheetEntry]) -> tuple[list[str], list[np.ndarray]]:
     """The union of probes (first-appearance order) and one aligned float32 column per sample."""
+    import pandas as pd  # here, not at the top: importing it costs every other format's ingest 0.3 s
+
     probes: list[str] = []
     index: pd.Index | None = None
     columns: list[np.ndarray] = []

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import IngestError
-from ._common import next_content_line, split_header, table_batches
+from ._common import next_content_line, split_header, table_batches, table_blocks
 from ._model import MatrixSource
 from ._stream import LineReader, StreamError, decode_line, label
 from ._table import Layout, check_samples, split_fields
@@ -135,4 +135,5 @@ def open_series_matrix(path: str | Path, *, batch_rows: int) -> MatrixSource:
         metadata=metadata,
         batch_rows=batch_rows,
         _stream=functools.partial(table_batches, layout, opener),
+        _blocks=functools.partial(table_blocks, layout, opener),
     )

@@ -15,7 +15,7 @@ import functools
 from pathlib import Path
 
 from ..errors import IngestError
-from ._common import next_content_line, skip_lines_then_chunks, split_header, table_batches
+from ._common import next_content_line, skip_lines_then_chunks, split_header, table_batches, table_blocks
 from ._model import MatrixSource
 from ._stream import LineReader, decode_line, label
 from ._table import Layout, check_samples, classify_columns, parse_number, split_fields
@@ -111,4 +111,5 @@ def open_beta_matrix(path: str | Path, *, pval_cut: float | None, batch_rows: in
         metadata=metadata,
         batch_rows=batch_rows,
         _stream=functools.partial(table_batches, layout, opener),
+        _blocks=functools.partial(table_blocks, layout, opener),
     )

@@ -1,0 +1,153 @@
+"""The tracker (:mod:`mbeacon.attack.tracker`) against a simulated defence, vectorised over runs.
+
+A run is one victim's attack through its own account (as the rarest-range attacker's repetitions
+are): every step asks each active run's next query at once, counts it in the cohort, and answers it
+through the defence with each run's own state (SVT²'s secret thresholds and positives spent).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mbeacon.attack.defences import Defence
+from mbeacon.attack.scenario import Scenario
+from mbeacon.attack.tracker import (
+    Targets,
+    TrackerSearch,
+    choose_above,
+    difference_probabilities,
+    difference_scores,
+)
+from mbeacon.privacy.noise import as_source, lattice_laplace
+from mbeacon.privacy.svt2 import svt2_release
+
+
+class DefenceStreams:
+    """``runs`` accounts of one defence, answered one query per run at a time.
+
+    Stateless defences answer through :meth:`Defence.release`. SVT² keeps each run's thresholds
+    ``(z1, z2)`` and positives spent between calls, as :func:`mbeacon.privacy.svt2.svt2_step` does
+    for one account: a TOP needs ``max(alpha, beta) + y >= T + z1`` and ``min(alpha, beta) + y' <
+    T + z2``; after ``c`` TOPs the account answers nothing (-1); ``svt2-redraw`` draws new thresholds
+    after each TOP. ``noisy-count``'s query cap is the tracker's budget, so it never binds here.
+    """
+
+    def __init__(self, defence: Defence, runs: int, rng: np.random.Generator) -> None:
+        self.defence = defence
+        self.rng = rng
+        self.source = as_source(rng)
+        if defence.name == "online-pmw":
+            self.pmw = defence.pmw_params
+            self.rho = np.asarray(lattice_laplace(self.pmw.threshold_scale, 1.0, runs, self.source))
+            self.positives = np.zeros(runs, dtype=np.int64)
+        elif defence.is_svt2:
+            p = defence.svt2_params
+            self.params = p
+            # margins (svt2-margin, svt2-noisy) move the two tests' thresholds apart
+            self.low = float(getattr(p, "low_threshold", p.threshold))
+            self.high = float(getattr(p, "high_threshold", p.threshold))
+            self.z = self._thresholds(runs)
+            self.positives = np.zeros(runs, dtype=np.int64)
+
+    def _thresholds(self, runs: int) -> np.ndarray:
+        p = self.params
+        return np.asarray(lattice_laplace(p.threshold_scale, p.sensitivity, (runs, 2), self.source))
+
+    def _answer_pmw(self, runs: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Online PMW with the query at a probe of its own (no histogram updates carried over)."""
+        p = self.pmw
+        s = np.clip(beta, 0.5, p.n - 0.5)
+        yes = s >= p.threshold
+        t = p.count_threshold
+        q = np.where(yes, t - 1 - alpha, alpha - t)
+        nu = np.asarray(lattice_laplace(p.query_scale, 1.0, runs.size, self.source))
+        halted = self.positives[runs] >= p.c
+        top = (q + nu >= p.margin + self.rho[runs]) & ~halted
+        self.positives[runs] += top
+        v = alpha + np.asarray(lattice_laplace(p.release_scale, 1.0, runs.size, self.source))
+        answer = np.where(top, v >= p.threshold, yes)
+        return np.where(halted, -1, answer.astype(np.int8)).astype(np.int8)
+
+    def answer(self, runs: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Observations (``int8``: 1, 0, -1) of one query for each of ``runs``."""
+        if self.defence.name == "online-pmw":
+            return self._answer_pmw(runs, alpha, beta)
+        if not self.defence.is_svt2:
+            return self.defence.release(alpha[:, None], beta[:, None], self.rng)[:, 0]
+        p = self.params
+        noise = np.asarray(lattice_laplace(p.query_scale, p.sensitivity, (runs.size, 2), self.source))
+        z = self.z[runs]
+        top = (np.maximum(alpha, beta) + noise[:, 0] >= self.low + z[:, 0]) & (
+            np.minimum(alpha, beta) + noise[:, 1] < self.high + z[:, 1]
+        )
+        halted = self.positives[runs] >= p.c
+        top &= ~halted
+        self.positives[runs] += top
+        if p.redraw and top.any():
+            self.z[runs[top]] = self._thresholds(int(top.sum()))
+        if self.defence.name == "svt2-noisy":  # the answer: a noisy count on TOP, the prior's on BOT
+            v = alpha + np.asarray(lattice_laplace(p.release_scale, p.sensitivity, runs.size, self.source))
+            answer = np.where(top, v >= p.threshold, beta >= p.threshold).astype(np.int8)
+            return np.where(halted, -1, answer).astype(np.int8)
+        return np.where(halted, -1, top.astype(np.int8)).astype(np.int8)
+
+
+def scenario_targets(scenario: Scenario, repetitions: int) -> Targets:
+    """The planned probes (rarest interval first) of every victim, tiled over ``repetitions``."""
+    assert scenario.prior is not None
+    plan = scenario.plan
+    rows = np.where(plan.probes >= 0, plan.probes, 0)
+    above = choose_above(
+        scenario.prior.probability(rows, plan.hi, 1.0), scenario.prior.probability(rows, 0.0, plan.lo)
+    )
+
+    def tile(a: np.ndarray) -> np.ndarray:
+        return np.tile(a, (repetitions, 1))
+
+    return Targets(tile(plan.probes), tile(plan.lo), tile(plan.hi), tile(plan.pi), tile(above))
+
+
+def tracker_scores(
+    scenario: Scenario, defence: Defence, *, repetitions: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative scores ``repetitions x victims x queries`` and the queries each run asked.
+
+    The budget per victim is ``scenario.queries`` (the rarest-range attacker's), counted the same way:
+    every query asked, answered or refused.
+    """
+    if scenario.cohort is None or scenario.cohort_rows is None or scenario.prior is None:
+        raise ValueError("the tracker needs the scenario's cohort and prior (build_scenario keeps them)")
+    cohort, cohort_rows, prior = scenario.cohort, scenario.cohort_rows, scenario.prior
+    n, budget, t = scenario.n, scenario.queries, defence.threshold
+    targets = scenario_targets(scenario, repetitions)
+    runs = targets.rows.shape[0]
+    search = TrackerSearch(targets, t, calibrate=defence.randomised)
+    streams = DefenceStreams(defence, runs, rng)
+    # only SVT² and the prior-only beacon look at the prior's expected count (most of a step's time)
+    uses_beta = defence.is_svt2 or defence.name in ("prior-only", "online-pmw")
+
+    def expected(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        if not uses_beta:
+            return np.zeros(rows.shape)
+        return n * np.nan_to_num(prior.probability(rows, lo, hi))
+
+    def ask(who: np.ndarray, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        where = cohort_rows[rows]
+        values = cohort[np.maximum(where, 0)]
+        inside = (values >= lo[:, None]) & (values <= hi[:, None])
+        alpha = np.where(where >= 0, inside.sum(axis=1), 0)
+        beta = expected(rows, lo, hi)
+        observations = streams.answer(who, alpha, beta)
+        answers = svt2_release(observations, beta, t) if defence.flags_observed else observations
+        return answers, observations
+
+    for _ in range(budget):
+        if search.step(ask) == 0:
+            break
+    tests = search.differences()
+    column = tests.column
+    pi = targets.pi[tests.run, column]
+    beta = expected(targets.rows[tests.run, column], tests.lo, tests.hi)
+    p_member, p_non = difference_probabilities(defence, pi, beta, tests.believed, n, scenario.miss)
+    scores = difference_scores(tests, p_member, p_non, runs, budget)
+    return scores.reshape(repetitions, scenario.victims, budget), search.asked.reshape(repetitions, -1)
