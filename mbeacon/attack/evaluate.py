@@ -42,6 +42,8 @@ JSON_KEYS = (
     "auc",
     "auc_rarest",
     "auc_tracker",
+    "auc_flag",
+    "auc_count",
     "auc_sd",
     "tpr_at_1pct_fpr",
     "utility_random",

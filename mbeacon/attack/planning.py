@@ -30,8 +30,10 @@ from mbeacon.store.priors import Prior
 
 STRATEGIES = ("pooled", "prior")
 #: The attackers: ``rarest`` asks this module's plan; ``tracker`` (:mod:`mbeacon.attack.tracker`)
-#: searches, around the same planned intervals, for ranges holding T - 1 patients.
-ATTACKERS = ("rarest", "tracker")
+#: searches, around the same planned intervals, for ranges holding T - 1 patients. ``flag`` and
+#: ``count`` score the rarest plan's answers on the whole response of the defences whose flag the
+#: answer does not determine (``answeredFrom`` and the answer; ``count`` also the released count).
+ATTACKERS = ("rarest", "tracker", "flag", "count")
 
 
 @dataclass(frozen=True)
