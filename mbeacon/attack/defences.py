@@ -377,6 +377,7 @@ class Defence:
         * unanswered (flag -1): 1 (nothing observed, nothing scored);
         * BOT: ``1 - P(TOP)``; its answer and count are public (``beta``), so they add nothing;
         * TOP, count seen: ``P(TOP) * P(L = v - alpha)``, ``L`` the release's discrete Laplace noise;
+          a count of 0 or less is read as ``v <= 0`` (the service releases ``max(v, 0)``);
         * TOP, answer only: ``P(TOP) * P(alpha + L >= T)`` for "yes", ``P(TOP) * P(alpha + L < T)``
           for "no".
         """
@@ -388,7 +389,9 @@ class Defence:
         if use_counts:
             seen = np.isfinite(counts)
             noise = np.where(seen, np.rint(np.nan_to_num(counts) - alpha), 0.0)
-            release = np.where(seen, discrete_laplace_pmf(noise, scale), np.nan)
+            exact = discrete_laplace_pmf(noise, scale)
+            at_most_zero = 1.0 - discrete_laplace_sf(1.0 - alpha, scale)  # P(alpha + L <= 0)
+            release = np.where(seen, np.where(np.nan_to_num(counts) <= 0, at_most_zero, exact), np.nan)
         else:
             seen = np.zeros(np.shape(counts), dtype=bool)
             release = np.nan

@@ -58,6 +58,9 @@ def synthetic_count(
     """N times the synthetic mass of ``[lo, hi]`` at prior ``row`` after ``updates`` (in order)."""
     points = [0.0, 1.0, lo, hi] + [x for u_lo, u_hi, _ in updates for x in (u_lo, u_hi)]
     edges = np.unique(np.clip(np.asarray(points, dtype=np.float64), 0.0, 1.0))
+    i_lo, i_hi = int(np.searchsorted(edges, lo)), int(np.searchsorted(edges, hi))
+    if edges.size == 2:  # one segment: the whole range (no update can move it) or none of it
+        return float(n) if i_hi > i_lo else 0.0
     h = synthetic_histogram(
         segment_prior(probability, row, edges, n),
         [
@@ -65,7 +68,6 @@ def synthetic_count(
             for u_lo, u_hi, t in updates
         ],
     )
-    i_lo, i_hi = int(np.searchsorted(edges, lo)), int(np.searchsorted(edges, hi))
     return float(n * h[i_lo:i_hi].sum())
 
 
