@@ -91,3 +91,61 @@ def test_every_row_of_these_defences_is_scored_by_the_new_attackers(small) -> No
     (svt2,) = evaluate_setting(small, Defence("svt2-single", epsilon=10.0, c=5), [300], repetitions=1, seed=1)
     assert svt2["auc_flag"] is None and svt2["auc_count"] is None
     assert set(FULL_OBSERVED) == {"svt2-noisy", "online-pmw"}
+
+
+def _dmp_scenario(probes: int = 200, n: int = 100, seed: int = 0):
+    """Every probe a strong DMP: the cohort's population sits around 0.55-0.85 (sd 0.05), the general
+    population's prior around 0.1-0.3. Victims: 100 members and 100 people of the same population."""
+    from mbeacon.attack.scenario import build_scenario
+    from mbeacon.store.priors import prior_from_matrix
+
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"cg{i:08d}" for i in range(probes)])
+    centre = rng.uniform(0.55, 0.85, probes)
+    cohort = np.clip(centre[:, None] + rng.normal(0, 0.05, (probes, n)), 0, 1)
+    others = np.clip(centre[:, None] + rng.normal(0, 0.05, (probes, n)), 0, 1)
+    reference = np.clip(rng.uniform(0.1, 0.3, probes)[:, None] + rng.normal(0, 0.03, (probes, 200)), 0, 1)
+    prior = prior_from_matrix(ids, reference, name="reference")
+    noise = 0.01
+    victims = np.vstack(
+        [(cohort + rng.normal(0, noise, cohort.shape)).T, (others + rng.normal(0, noise, others.shape)).T]
+    )
+    labels = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    return build_scenario(cohort, ids, victims, labels, prior, queries=300, noise_sd=noise)
+
+
+def test_the_boundary_plan_asks_where_the_margin_is_just_reached() -> None:
+    """Each planned window holds about T + margin people of the pool (leave-one-out) and fewer than T
+    by the prior; the victim's own value is inside it."""
+    from mbeacon.attack.boundary import plan_boundary
+
+    scenario = _dmp_scenario(probes=60)
+    assert scenario.profiles is not None and scenario.prior is not None
+    plan = plan_boundary(
+        scenario.profiles,
+        np.arange(60),
+        scenario.prior.probability,
+        n=100,
+        target=61.0,
+        below=1.0,
+        noise_sd=0.01,
+    )
+    valid = plan.rows >= 0
+    assert valid.sum(axis=1).min() >= 50
+    assert np.all(plan.beta[valid] < 1.0)
+    assert np.median(np.abs(100 * plan.pi[valid] - 61.0)) <= 6.0
+    victim, column = np.nonzero(valid)
+    x = scenario.profiles[victim, plan.rows[victim, column]]
+    assert np.all((plan.lo[valid] <= x) & (x <= plan.hi[valid]))
+
+
+@pytest.mark.slow
+def test_the_boundary_attacker_beats_the_others_where_the_margin_hides_rare_ranges() -> None:
+    """A case built to leak through the margin: Online PMW (eps 30, c 50, T = 1, margin 60) at strong
+    DMPs. The rarest ranges never reach the margin (AUC near 0.5); windows holding about 61 people do,
+    and their TOPs' odds and counts move with the victim. Fixed seed; margin well beyond the sd."""
+    scenario = _dmp_scenario()
+    defence = Defence("online-pmw", epsilon=30.0, c=50, threshold=1, margin=60.0, release_share=0.5)
+    (row,) = evaluate_setting(scenario, defence, [300], repetitions=2, seed=1)
+    others = max(row["auc_rarest"], row["auc_tracker"], row["auc_flag"], row["auc_count"])
+    assert row["attacker"] == "boundary" and row["auc_boundary"] >= others + 0.05, row

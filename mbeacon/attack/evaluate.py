@@ -44,6 +44,7 @@ JSON_KEYS = (
     "auc_tracker",
     "auc_flag",
     "auc_count",
+    "auc_boundary",
     "auc_sd",
     "tpr_at_1pct_fpr",
     "utility_random",

@@ -33,7 +33,9 @@ STRATEGIES = ("pooled", "prior")
 #: searches, around the same planned intervals, for ranges holding T - 1 patients. ``flag`` and
 #: ``count`` score the rarest plan's answers on the whole response of the defences whose flag the
 #: answer does not determine (``answeredFrom`` and the answer; ``count`` also the released count).
-ATTACKERS = ("rarest", "tracker", "flag", "count")
+#: ``boundary`` (:mod:`mbeacon.attack.boundary`) asks, for those defences, ranges at the DMPs where
+#: their decision margin is just reached.
+ATTACKERS = ("rarest", "tracker", "flag", "count", "boundary")
 
 
 @dataclass(frozen=True)

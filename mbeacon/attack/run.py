@@ -3,10 +3,12 @@
 Every attacker of :data:`~mbeacon.attack.planning.ATTACKERS` runs on the setting (``rarest``: the
 likelihood-ratio attack on the rarest ranges around the victim's value; ``tracker``: the
 threshold-aware tracker of :mod:`mbeacon.attack.tracker`; ``flag`` and ``count``: the rarest plan's
-answers scored on the whole response, for the defences whose flag the answer does not determine),
+answers scored on the whole response, for the defences whose flag the answer does not determine;
+``boundary``: for those defences, ranges where their decision margin is just reached,
+:mod:`mbeacon.attack.boundary`),
 and each row reports the strongest one's AUC as ``auc`` and its name as ``attacker``, with every
-attacker's own AUC beside it (``auc_rarest``, ``auc_tracker``, ``auc_flag``, ``auc_count``; null
-where an attacker does not apply).
+attacker's own AUC beside it (``auc_rarest``, ``auc_tracker``, ``auc_flag``, ``auc_count``,
+``auc_boundary``; null where an attacker does not apply).
 
 Vectorised over victims and repetitions: a repetition is a fresh draw of the defence's randomness
 (every victim's queries go through its own account, as if the attacker opened one per victim, which
@@ -25,7 +27,7 @@ from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_lo
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
 from mbeacon.attack.planning import ATTACKERS
 from mbeacon.attack.scenario import Scenario, Workload
-from mbeacon.attack.tracker_eval import tracker_scores
+from mbeacon.attack.tracker_eval import boundary_scores, tracker_scores
 from mbeacon.privacy.noise import as_source
 from mbeacon.privacy.online_pmw import online_pmw_batch
 from mbeacon.privacy.svt2 import svt2_release
@@ -161,6 +163,10 @@ def evaluate_setting(
     common["utility_exploration"] = (
         None if exploration is None else utility(defence, exploration, utility_runs, rng)
     )
+    if "boundary" in attackers:  # its own accounts, after everything above (no other figure moves)
+        found = boundary_scores(scenario, defence, repetitions=reps, rng=rng)
+        if found is not None:
+            by_attacker["boundary"] = found
     rows = []
     for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
         each = {name: [auc(s[r, :, q - 1], labels) for r in range(reps)] for name, s in by_attacker.items()}
