@@ -78,7 +78,7 @@ def small():
 def test_every_row_of_these_defences_is_scored_by_the_new_attackers(small) -> None:
     """The rows of svt2-noisy and online-pmw carry ``auc_flag`` and ``auc_count`` (the strongest one's
     AUC is ``auc``); other defences leave them null; the rarest attacker's figures do not move."""
-    assert {"auc_flag", "auc_count"} <= set(JSON_KEYS)
+    assert {"auc_flag", "auc_count", "auc_boundary"} <= set(JSON_KEYS)
     for defence in SETTINGS[:2]:
         (row,) = evaluate_setting(small, defence, [300], repetitions=2, seed=1)
         (old,) = evaluate_setting(
@@ -86,10 +86,10 @@ def test_every_row_of_these_defences_is_scored_by_the_new_attackers(small) -> No
         )
         assert row["auc_flag"] is not None and row["auc_count"] is not None
         assert row["auc_rarest"] == old["auc_rarest"] and row["auc_tracker"] == old["auc_tracker"]
-        each = {name: row[f"auc_{name}"] for name in ("rarest", "tracker", "flag", "count")}
+        each = {name: row[f"auc_{name}"] for name in ("rarest", "tracker", "flag", "count", "boundary")}
         assert row["auc"] == max(each.values()) and each[row["attacker"]] == row["auc"]
     (svt2,) = evaluate_setting(small, Defence("svt2-single", epsilon=10.0, c=5), [300], repetitions=1, seed=1)
-    assert svt2["auc_flag"] is None and svt2["auc_count"] is None
+    assert svt2["auc_flag"] is None and svt2["auc_count"] is None and svt2["auc_boundary"] is None
     assert set(FULL_OBSERVED) == {"svt2-noisy", "online-pmw"}
 
 
