@@ -36,6 +36,9 @@ STRATEGIES = ("pooled", "prior")
 #: ``boundary`` (:mod:`mbeacon.attack.boundary`) asks, for those defences, ranges at the DMPs where
 #: their decision margin is just reached.
 ATTACKERS = ("rarest", "tracker", "flag", "count", "boundary")
+#: The attackers ``mbeacon attack live`` runs (its ``rarest`` reads whole responses, as ``flag`` and
+#: ``count`` do; the boundary attacker needs a fresh account per victim to be worth running).
+LIVE_ATTACKERS = ("rarest", "tracker")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from mbeacon.attack.live.parameters import DatasetParams
 from mbeacon.attack.live.questions import LiveAnswers, granularity
 from mbeacon.attack.live.scoring import attacker_beta
 from mbeacon.attack.lrt import release_log_ratios
-from mbeacon.attack.planning import ATTACKERS, QueryPlan
+from mbeacon.attack.planning import LIVE_ATTACKERS, QueryPlan
 from mbeacon.attack.tracker import (
     DONE,
     Targets,
@@ -201,7 +201,7 @@ def tracker_scores(
 #: ``--attacker``: ``auto`` picks the one the evaluation finds strongest against the dataset's defence.
 #: (The evaluation's ``flag`` and ``count`` are the rarest plan read whole, which the live ``rarest``
 #: attacker always does where the response carries more than the answer.)
-ATTACKER_CHOICES = ("auto", *(a for a in ATTACKERS if a in ("rarest", "tracker")))
+ATTACKER_CHOICES = ("auto", *LIVE_ATTACKERS)
 
 
 def choose_attacker(choice: str, defence: Defence) -> str:
