@@ -31,14 +31,16 @@ differential-privacy guarantee; its ``epsilon`` is reported as null. ``svt2-nois
 spend ``eps3 = release_share * epsilon`` on their noisy counts and the rest on the test: ``epsilon`` is
 the whole per-account cost of each.
 
-``svt2-margin``'s observation is the flag, as SVT²'s. ``svt2-noisy`` and ``online-pmw`` release an
-answer that the flag no longer determines; their observation is the yes/no answer (the flag is not
-scored: an attacker reading both could do better, so their AUCs are lower bounds on what they leak).
-``online-pmw`` is evaluated with every query at a probe of its own: a two-bin histogram (the range and
-the rest) starting at the prior's mass ``beta / N``, floored at half a patient. That is the
+``svt2-margin``'s observation is the flag, as SVT²'s. ``svt2-noisy`` and ``online-pmw``
+(:data:`FULL_OBSERVED`) release an answer that the flag no longer determines: :meth:`release` gives
+the yes/no answer (what the ``rarest`` attacker scores), :meth:`Defence.release_all` the flag, the
+answer and the released count, and :meth:`Defence.observation_likelihood` the exact per-query law of
+all three, which the ``flag``, ``count``, tracker and boundary attackers score.
+``online-pmw`` is released here with every query at a probe of its own: a two-bin histogram (the
+range and the rest) starting at the prior's mass ``beta / N``, floored at half a patient. That is the
 mechanism's exact law for streams that never ask twice at one probe (the rarest-range attack, the
-random and discovery workloads); for the tracker, which does, it leaves out the histogram updates
-(after a TOP at a probe the real mechanism answers nearby ranges from the moved histogram for free).
+random and discovery workloads); the tracker and the boundary attacker, which do, run it with each
+account's per-probe state (:mod:`mbeacon.attack.pmw_state`).
 """
 
 from __future__ import annotations
