@@ -225,7 +225,8 @@ def test_public_parameters_and_defences() -> None:
     body = {"response": {"collections": [
         {"id": m, "info": {"patients": 60, "privacy": {"mechanism": m, **privacy, **extra}}}
         for m, extra in (("svt2-margin", {}), ("svt2-noisy", {"epsilon3": 2.5}),
-                         ("online-pmw", {"margin": 20.0, "releaseShare": 0.25}))
+                         ("online-pmw", {"margin": 20.0, "marginAbove": 0.0, "marginBelow": 0.0,
+                                         "releaseShare": 0.25}))
     ]}}  # fmt: skip
     for params in parse_datasets(body):
         model = params.defence()

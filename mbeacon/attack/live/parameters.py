@@ -175,8 +175,11 @@ def _sanitiser_fields(privacy: dict, name: str) -> dict[str, float]:
     share, epsilon = privacy.get("releaseShare", 0.0), privacy.get("epsilon", 0.0)
     if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (share, epsilon)):
         share = epsilon = 0.0
-    above = privacy.get("marginAbove", 0.0 if margin is None else margin)
-    below = privacy.get("marginBelow", 0.0 if margin is None else margin)
+    if privacy.get("mechanism") == "online-pmw" and margin is not None:  # its one margin; the SVT² pair is 0
+        above = below = margin
+    else:
+        above = privacy.get("marginAbove", 0.0 if margin is None else margin)
+        below = privacy.get("marginBelow", 0.0 if margin is None else margin)
     return {
         "margin_above": _number(above, f"{name}: marginAbove"),
         "margin_below": _number(below, f"{name}: marginBelow"),
@@ -203,6 +206,7 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         ok = isinstance(value, int | float | str) and not isinstance(value, bool)
         return kind(value) if ok else current
 
+    pmw = pick("mechanism", params.mechanism, str) == "online-pmw"  # one margin; the SVT² pair is 0
     return DatasetParams(
         id=params.id,
         patients=params.patients,
@@ -216,8 +220,12 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         epsilon2=pick("epsilon2", params.epsilon2, float),
         on_exhausted=pick("onExhausted", params.on_exhausted, str),
         positives_used=pick("positivesUsed", params.positives_used, int),
-        margin_above=pick("marginAbove", pick("margin", params.margin_above, float), float),
-        margin_below=pick("marginBelow", pick("margin", params.margin_below, float), float),
+        margin_above=pick("margin", params.margin_above, float)
+        if pmw
+        else pick("marginAbove", params.margin_above, float),
+        margin_below=pick("margin", params.margin_below, float)
+        if pmw
+        else pick("marginBelow", params.margin_below, float),
         epsilon3=pick("epsilon3", params.epsilon3, float),
         sensitivity=pick("sensitivity", params.sensitivity, float),
     )
