@@ -121,12 +121,12 @@ def plot_frontier(advice: Advice, path: str | Path) -> Path:
     axes[1].set_ylim(max(0.0, low - 0.03), 1.01)
     fig.suptitle(
         f"Privacy-utility frontier for {advice.dataset}: synthetic cohort, N = {advice.patients}, "
-        f"prior {advice.prior} (hollow markers miss the target: AUC + {config.margin_sd:g} sd > "
+        f"prior {advice.prior}\n(hollow markers miss the target: AUC + {config.margin_sd:g} sd > "
         f"{config.target_auc:g}; seed {config.seed}, {config.repetitions} repetitions)",
         fontsize=11,
     )
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=9)
+    fig.legend(handles, labels, loc="outside right center", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
