@@ -206,12 +206,18 @@ class Ledger:
         self, tx: Tx, principal: str, dataset: str, query_keys: Sequence[str],
         params_for_new: Callable[[], AccountParams],
     ) -> tuple[Account, dict[str, CachedAnswer]]:  # fmt: skip
-        """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``, in one statement when the
-        account exists and the keys fit one lookup (every single query but an account's first), else
-        one after the other. The account row is locked either way; its cached answers need no lock of
-        their own, since only a transaction holding the account's lock writes them."""
+        """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``. The account row is locked;
+        its cached answers need no lock of their own, since only a transaction holding the account's
+        lock writes them, but they must be read *after* the lock is held.
+
+        On SQLite the writer lock is taken before the transaction reads anything, so one statement
+        does both when the account exists and the keys fit one lookup (every single query but an
+        account's first). On PostgreSQL a ``SELECT ... FOR UPDATE`` that waited for another
+        transaction re-reads only the locked row, not the rows the statement joined to it: a joined
+        cache lookup would miss the answers the other transaction stored, and the query would be
+        answered afresh. There the cache is read by a second statement, under the lock."""
         unique = list(dict.fromkeys(query_keys))
-        if 0 < len(unique) <= _KEYS_PER_LOOKUP:
+        if self.db.dialect == "sqlite" and 0 < len(unique) <= _KEYS_PER_LOOKUP:
             tx.execute(
                 f"SELECT {_ACCOUNT_COLUMNS_OF_A}, c.query_key, c.answer_exists, c.answered_from,"
                 " c.count_value FROM accounts a LEFT JOIN answers c ON c.principal = a.principal"
