@@ -141,3 +141,21 @@ def test_an_exhausted_account_answers_from_its_synthetic_distribution(demo, tmp_
 def test_online_pmw_is_refused_at_a_contribution_bound_above_one(demo, tmp_path):
     with pytest.raises(ConfigError, match="contribution bound 1"):
         _engine(demo, tmp_path, contribution_bound=2)
+
+
+def test_a_gene_query_is_answered_probe_by_probe_from_each_probes_distribution(demo, tmp_path):
+    """A gene query expands to its probes before the ledger (regions.py): each probe is one query of
+    the stream, and a repeat of the gene query is answered from the cache, spending nothing."""
+    engine = _engine(demo, tmp_path, c=50, epsilon=10.0, threshold=1)
+    gene = MethylationQuery(None, None, None, 0.4, 0.6, None, gene="DEMO2")
+    first = engine.answer(CAROL, [gene], "count")
+    probes = [a.probe for a in first.answers]
+    assert len(probes) >= 2 and len(set(probes)) == len(probes)
+    spent = first.positives_spent[DATASET]
+    assert [row[1] for row in _updates(engine)] == [
+        a.probe for a in first.answers if a.answered_from == "data"
+    ]
+    assert spent == len(_updates(engine))
+    again = engine.answer(CAROL, [gene], "count")
+    assert all(a.cached for a in again.answers) and again.positives_spent == {DATASET: 0}
+    assert [(a.exists, a.count) for a in again.answers] == [(a.exists, a.count) for a in first.answers]
