@@ -172,7 +172,7 @@ ranges = st.lists(
 @given(ranges)
 def test_every_range_covers_exactly_its_segments(asked: list[tuple[float, float]]) -> None:
     segs = pmw_state.segments(asked)
-    assert segs == sorted(segs) and segs[0][0] == 0.0 and segs[-1][1] == 1.0
+    assert segs == sorted(segs) and segs[0][0] == 0.0 and segs[-1][1] == 1.0 and len(segs) >= 2
     for lo, hi in asked:
         i, j = pmw_state.covered(segs, lo, hi)
         inside = segs[i:j]
@@ -240,3 +240,32 @@ def test_a_halted_online_pmw_account_answers_from_its_synthetic_distribution() -
     out = pmw_state.run(params, 0.0, 1, [pmw_state.PMWQuery("p", 0.29, 0.33, 0)], known, _counting_mass)
     assert out.flags == [UNANSWERED] and out.count == 1 and out.updates == []
     assert out.answers == [True] and abs(out.counts[0] - 41) <= 1  # from the update, not from the data
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("pq"), st.integers(0, 20), st.integers(0, 20), st.integers(0, 60)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 4),
+    st.integers(0, 2**32 - 1),
+)
+def test_an_online_pmw_stream_spends_one_update_per_positive_and_halts_at_c(
+    stream: list[tuple[str, int, int, int]], c: int, seed: int
+) -> None:
+    params = OnlinePMWParams(5.0, 0.5, 0.5, 0.5, c, 60)
+    queries = [pmw_state.PMWQuery(p, min(a, b) / 20, max(a, b) / 20, alpha) for p, a, b, alpha in stream]
+    known: dict[str, list[pmw_state.PMWUpdate]] = {}
+    out = pmw_state.run(params, 0.0, 0, queries, known, _counting_mass, rng=seed)
+    tops = [i for i, flag in enumerate(out.flags) if flag == TOP]
+    assert out.count == len(tops) == len(out.updates) <= c
+    assert [(u.probe, u.lo, u.hi) for u in out.updates] == [
+        (queries[i].probe, queries[i].lo, queries[i].hi) for i in tops
+    ]
+    assert all(0 < u.value < 1 for u in out.updates)
+    if out.count == c:  # halted: nothing after the c-th TOP is a TOP or a BOT
+        assert all(flag == UNANSWERED for flag in out.flags[tops[-1] + 1 :])
+    assert all(flag != UNANSWERED for flag in out.flags[: (tops[-1] + 1) if out.count == c else None])
+    assert sorted(u.probe for us in known.values() for u in us) == sorted(u.probe for u in out.updates)

@@ -159,3 +159,13 @@ def test_a_gene_query_is_answered_probe_by_probe_from_each_probes_distribution(d
     again = engine.answer(CAROL, [gene], "count")
     assert all(a.cached for a in again.answers) and again.positives_spent == {DATASET: 0}
     assert [(a.exists, a.count) for a in again.answers] == [(a.exists, a.count) for a in first.answers]
+
+
+def test_whole_and_point_ranges_are_answered(demo, tmp_path, clear):
+    """``[0, 1]`` (no bounds given) and a point range ``[x, x]`` are ranges like any other."""
+    engine = _engine(demo, tmp_path)
+    probe, lo, _, _, _ = clear[4]
+    whole, point = engine.answer(CAROL, [_q(probe, 0.0, 1.0), _q(probe, lo, lo)], "count").answers
+    n = engine.cohort(DATASET).n_patients
+    assert (whole.exists, whole.answered_from) == (True, "prior") and whole.count == n  # all N patients
+    assert point.answered_from in ("prior", "data") and point.count is not None

@@ -81,8 +81,11 @@ class PMWRun:
 
 def segments(ranges: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """The segments ``ranges`` cut ``[0, 1]`` into, ordered so that every range covers a contiguous run:
-    the open gaps between consecutive endpoints, and a point segment at each point range's value."""
+    the open gaps between consecutive endpoints, and a point segment at each point range's value
+    (at least two segments: a histogram has at least two bins)."""
     edges = sorted({0.0, 1.0, *(x for r in ranges for x in r)})
+    if len(edges) == 2 and not any(lo == hi for lo, hi in ranges):
+        edges = [0.0, 0.5, 1.0]  # only [0, 1] asked: the histogram needs two segments (a public cut)
     points = {lo for lo, hi in ranges if lo == hi}
     out: list[tuple[float, float]] = []
     for i, x in enumerate(edges):
