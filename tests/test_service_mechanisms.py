@@ -181,7 +181,7 @@ def test_every_range_covers_exactly_its_segments(asked: list[tuple[float, float]
         assert all(not (lo <= a <= b <= hi) for a, b in segs[:i] + segs[j:])
 
 
-def _uniform(probe: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _uniform(probes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return hi - lo
 
 
@@ -209,7 +209,7 @@ def test_the_synthetic_count_does_not_depend_on_how_segments_are_cut(
         assert refined == pytest.approx(plain, rel=1e-4, abs=0.05 * (len(updated) + len(extra) + 2))
 
 
-def _counting_mass(probe: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _counting_mass(probes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(hi > lo, hi - lo, 0.0)
 
 

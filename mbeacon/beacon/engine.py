@@ -545,8 +545,8 @@ class AnswerEngine:
         queries = [PMWQuery(p, w.ranges[j][0], w.ranges[j][1], int(alpha[n]))
                    for n, (p, j) in enumerate(zip(probes, fresh, strict=True))]  # fmt: skip
 
-        def mass(probe: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-            return self._probability(w.dataset, np.full(lo.size, probe), lo, hi)
+        def mass(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            return self._probability(w.dataset, ids, lo, hi)
 
         decided = pmw_state.run(
             pmw, account.state.z1, account.state.count, queries, load_updates(probes), mass

@@ -37,8 +37,9 @@ import numpy as np
 from mbeacon.privacy.online_pmw import OnlinePMWParams, OnlinePMWState, online_pmw_step, synthetic_histogram
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 
-#: ``mass(probe, starts, ends)``: the public prior's probability of each interval ``[start, end]``.
-PriorMass = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+#: ``mass(probes, starts, ends)``: the public prior's probability of each interval ``[start, end]`` of
+#: the probe beside it (arrays of one length: one call answers many queries' segments).
+PriorMass = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -103,16 +104,28 @@ def covered(segs: list[tuple[float, float]], lo: float, hi: float) -> tuple[int,
     return i, j
 
 
+def _starting(masses: np.ndarray, n: int) -> np.ndarray:
+    """Segment masses as the histogram starts: the prior's, floored at ``0.5 / n``, normalised."""
+    floored = np.maximum(np.nan_to_num(np.asarray(masses, dtype=np.float64)), 0.5 / n)
+    return floored / floored.sum()
+
+
 def histogram_for(
     probe: str, ranges: Sequence[tuple[float, float]], n: int, mass: PriorMass
 ) -> tuple[list[tuple[float, float]], np.ndarray]:
-    """The segments of ``ranges`` and their starting masses: the prior's, floored at ``0.5 / n``,
-    normalised."""
+    """The segments of ``ranges`` and their starting masses (:func:`_starting`)."""
     segs = segments(ranges)
-    starts = np.array([a for a, _ in segs], dtype=np.float64)
-    ends = np.array([b for _, b in segs], dtype=np.float64)
-    masses = np.maximum(np.nan_to_num(np.asarray(mass(probe, starts, ends), dtype=np.float64)), 0.5 / n)
-    return segs, masses / masses.sum()
+    return segs, _starting(_masses(mass, [(probe, segs)])[0], n)
+
+
+def _masses(mass: PriorMass, plans: Sequence[tuple[str, list[tuple[float, float]]]]) -> list[np.ndarray]:
+    """The prior masses of each plan's segments, in one call of ``mass``."""
+    sizes = [len(segs) for _, segs in plans]
+    probes = np.array([probe for probe, segs in plans for _ in segs])
+    starts = np.array([a for _, segs in plans for a, _ in segs], dtype=np.float64)
+    ends = np.array([b for _, segs in plans for _, b in segs], dtype=np.float64)
+    flat = np.asarray(mass(probes, starts, ends), dtype=np.float64)
+    return np.split(flat, np.cumsum(sizes)[:-1])
 
 
 def synthetic_count(
@@ -138,10 +151,21 @@ def run(
     spent and its recorded ``updates`` by probe (extended in place by this stream's TOPs, so a later
     query of the same request sees an earlier one's update)."""
     out = PMWRun([], [], [], [], count)
+    # every query's segments as the recorded updates cut them, their prior masses in one call; only a
+    # query at a probe this stream has updated is cut again (at most c probes)
+    plans = []
     for q in queries:
+        recorded = updates.get(q.probe, [])
+        plans.append((q.probe, segments([(u.lo, u.hi) for u in recorded] + [(q.lo, q.hi)])))
+    masses = _masses(mass, plans) if plans else []
+    moved: set[str] = set()
+    for k, q in enumerate(queries):
         probe_updates = updates.setdefault(q.probe, [])
-        ranges = [(u.lo, u.hi) for u in probe_updates] + [(q.lo, q.hi)]
-        segs, prior = histogram_for(q.probe, ranges, params.n, mass)
+        if q.probe in moved:
+            ranges = [(u.lo, u.hi) for u in probe_updates] + [(q.lo, q.hi)]
+            segs, prior = histogram_for(q.probe, ranges, params.n, mass)
+        else:
+            segs, prior = plans[k][1], _starting(masses[k], params.n)
         state = OnlinePMWState(
             z, out.count, tuple((q.probe, *covered(segs, u.lo, u.hi), u.value) for u in probe_updates)
         )
@@ -162,6 +186,7 @@ def run(
             update = PMWUpdate(q.probe, q.lo, q.hi, after.updates[-1][3])
             probe_updates.append(update)
             out.updates.append(update)
+            moved.add(q.probe)
             out.count = after.count
         else:
             assert flag == BOT
