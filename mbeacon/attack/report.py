@@ -402,7 +402,7 @@ def views_table(frame: pd.DataFrame) -> str:
     for _, r in frame.iterrows():
         shared = [_fmt(r.get(f"{k}_shared")) for k in ("auc", "utility_random", "utility_discovery")]
         lines.append(
-            f"| {r['label']} | {int(r['threshold'])} | {_fmt(r['auc'])} | "
+            f"| {' '.join(str(r['label']).split())} | {int(r['threshold'])} | {_fmt(r['auc'])} | "
             f"{_fmt(r.get('attacker', 'rarest'))} | "
             f"{_fmt(r['utility_random'])} | {_fmt(r['utility_discovery'])} | "
             f"{_fmt(r.get('utility_exploration'))} | {' | '.join(shared)} | "
@@ -433,7 +433,10 @@ def scopes(frame: pd.DataFrame) -> str:
     last = at_most_queries(frame)
     top = int(last["queries"].max())
     corner = in_corner(frame)
-    pick = corner.iloc[0] if not corner.empty else headline(frame).sort_values("auc").iloc[0]
+    if corner.empty:
+        pick = headline(frame).sort_values("auc").iloc[0]
+    else:  # the corner's setting for the lowest threshold: the beacon's own question, "any patient?"
+        pick = corner.sort_values(["threshold", "utility_discovery"], ascending=[True, False]).iloc[0]
     low = frame[(frame["label"] == pick["label"]) & (frame["queries"] == frame["queries"].min())].iloc[0]
     lines = [
         f'- **Per-user budgets** (`scope = "user"`): {pick["label"]} holds the attacker with a fresh '
