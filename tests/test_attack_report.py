@@ -141,3 +141,4 @@ def test_one_command_regenerates_the_report_and_the_doc_figures(tmp_path, capsys
     assert "| setting | T | AUC |" in out and "What each budget scope buys" in out
     page = (tmp_path / "out" / "report.md").read_text()
     assert "## What each budget scope buys" in page and "frontier_by_threshold.png" in page
+    assert "## By threshold" in page and "| mechanism | T = 1 | T = 5 |" in page

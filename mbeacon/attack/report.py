@@ -411,6 +411,36 @@ def views_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def threshold_table(frame: pd.DataFrame) -> str:
+    """:func:`best_by_threshold` as one line per mechanism and one column per threshold of
+    :data:`THRESHOLDS`: each cell the setting, then AUC / random / discovery / exploration utility."""
+    best = best_by_threshold(frame)
+    best = best[best["threshold"].isin(THRESHOLDS)]
+    shown = [t for t in THRESHOLDS if (best["threshold"] == t).any()]
+    lines = [
+        "| mechanism | " + " | ".join(f"T = {t}" for t in shown) + " |",
+        "|---" * (len(shown) + 1) + "|",
+    ]
+    for name in DEFENCES:
+        rows = best[best["defence"] == name].set_index("threshold")
+        if rows.empty:
+            continue
+        cells = []
+        for t in shown:
+            if t not in rows.index:
+                cells.append("-")
+                continue
+            r = rows.loc[t]
+            setting = " ".join(_short(r["label"]).removeprefix(name).replace(f"T={t}", "").split())
+            figures = " / ".join(
+                _fmt(r.get(c), 2)
+                for c in ("auc", "utility_random", "utility_discovery", "utility_exploration")
+            )
+            cells.append(f"{setting}: {figures}" if setting else figures)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def in_corner(frame: pd.DataFrame) -> pd.DataFrame:
     """The settings (at the largest query count) in the target corner: AUC <= :data:`TARGET_AUC`
     against the strongest attacker, random >= :data:`TARGET_RANDOM`, discovery >=
@@ -566,6 +596,13 @@ def write_report(
         "",
         views_table(corner) if not corner.empty else "None in this grid.",
         "",
+        "## By threshold",
+        "",
+        f"Each mechanism's best setting at each threshold T (per-account epsilon <= {TARGET_EPSILON:g}; the "
+        "headline's rule; strongest attacker, per-user accounts): AUC / random / discovery / exploration.",
+        "",
+        threshold_table(frame),
+        "",
         "## What each budget scope buys",
         "",
         scopes(frame),
@@ -649,8 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Headline at {top} queries per victim:\n\n{views_table(headline(frame))}\n")
     corner = in_corner(frame)
     print(f"In the target corner:\n\n{views_table(corner) if not corner.empty else 'none'}\n")
-    best = best_by_threshold(frame)
-    print(f"Best setting of each mechanism by threshold:\n\n{views_table(best)}\n")
+    print(
+        "Best setting of each mechanism by threshold (epsilon <= 10; AUC / random / discovery / "
+        f"exploration):\n\n{threshold_table(frame)}\n"
+    )
     print(f"What each budget scope buys:\n\n{scopes(frame)}")
     return 0
 
