@@ -8,7 +8,7 @@ import json
 import shutil
 import tomllib
 import typing
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,7 @@ from mbeacon.attack.advisor import (
 )
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.run import evaluate_setting
+from mbeacon.beacon.budget import AccountParams
 from mbeacon.beacon.config import DatasetPolicy, load_config
 from mbeacon.cli import main
 from mbeacon.store.cohorts import Cohort, CohortStore
@@ -74,7 +75,7 @@ def _check_policy(table: dict, candidate: Candidate, prior: str) -> None:
         "svt2": {"variant"},
         "svt2-margin": {"variant", "margin_above", "margin_below"},
         "svt2-noisy": {"variant", "margin_above", "margin_below", "release_share"},
-        "online-pmw": {"margin", "release_share"},
+        "online-pmw": {"variant", "margin", "release_share"},
     }[candidate.mechanism]
     assert set(table) == expected
     assert table["mechanism"] == candidate.mechanism and table["prior"] == prior
@@ -384,7 +385,7 @@ def test_candidates_take_the_strongest_attackers_riskiest_count() -> None:
     assert c.risk == pytest.approx(0.61) and not c.meets_target  # the rarest alone would meet 0.6
     assert (c.auc, c.queries) == (0.56, 1000)
     assert (c.mechanism, c.margin, c.release_share, c.variant, c.is_svt2) == (
-        "online-pmw", 60.0, 1 / 3, None, False,
+        "online-pmw", 60.0, 1 / 3, "single", False,
     )  # fmt: skip
     assert c.meets_utility
     (strict,) = candidates(rows, replace(AdvisorConfig(), min_random=0.99))
@@ -411,8 +412,17 @@ def test_every_mechanisms_advice_is_a_dataset_policy(
     config.write_text('[defaults]\nvariant = "redraw"\ncount_epsilon = 0.5\nepsilon = 1.0\n\n' + text)
     policy = load_config(config, env={}).policy("demo-cohort")
     assert (policy.mechanism, policy.epsilon, policy.count_epsilon) == (candidate.mechanism, 10.0, 0.0)
-    if candidate.variant is not None:
-        assert policy.variant == candidate.variant
+    assert policy.variant == candidate.variant
+    # and the account the service opens under it has the parameters the evaluation ran
+    account = AccountParams.from_policy(policy)
+    defence = Defence(defence, epsilon=10.0, c=5, threshold=1, margin=margin, release_share=share)
+    if candidate.mechanism == "online-pmw":
+        served, evaluated = account.online_pmw(100), defence.with_cohort(100).pmw_params
+    else:
+        served, evaluated = account.svt2(), defence.svt2_params
+    assert type(served) is type(evaluated)
+    for key, value in asdict(evaluated).items():
+        assert getattr(served, key) == pytest.approx(value), key
 
 
 @pytest.mark.slow

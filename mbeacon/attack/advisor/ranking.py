@@ -81,12 +81,13 @@ class Candidate:
 
     @property
     def variant(self) -> str | None:
-        """The policy's ``variant``: SVT²'s own; ``single`` for the margin and noisy-release
-        sanitisers (the evaluation runs them with one threshold pair, and the service honours the
-        key for them); None where it does not apply."""
+        """The policy's ``variant``: SVT²'s own; ``single`` for the other mechanisms (the evaluation
+        runs the margin and noisy-release sanitisers with one threshold pair, and the service honours
+        the key for them; Online PMW has one threshold per account and accepts only ``single``, so
+        writing it keeps a ``[defaults]`` variant from being inherited); None for a comparison."""
         if self.is_svt2:
             return self.defence.removeprefix("svt2-")
-        return "single" if self.mechanism in ("svt2-margin", "svt2-noisy") else None
+        return "single" if self.servable else None
 
     def policy(self) -> dict[str, Any] | None:
         """The dataset policy's keys (``mbeacon.beacon.config.DatasetPolicy``) that serve this setting,
