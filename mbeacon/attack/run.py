@@ -27,6 +27,7 @@ from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_lo
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
 from mbeacon.attack.planning import ATTACKERS
 from mbeacon.attack.scenario import Scenario, Workload
+from mbeacon.attack.shared import copied_view, shared_rng, shared_view, uses_ledger
 from mbeacon.attack.tracker_eval import boundary_scores, tracker_scores
 from mbeacon.privacy.noise import as_source
 from mbeacon.privacy.online_pmw import online_pmw_batch
@@ -102,6 +103,7 @@ def evaluate_setting(
     seed: int | list[int],
     adaptive_bound: float | None = None,
     attackers: tuple[str, ...] | list[str] = ATTACKERS,
+    shared: bool = False,
 ) -> list[dict]:
     """One result row per query count: attack AUC and TPR at 1% FPR (means over repetitions), ROC,
     utility on both workloads, positives spent per 1,000 attack queries and the share refused.
@@ -110,6 +112,10 @@ def evaluate_setting(
     AUC at that query count among the attackers that have scored something by then; ``attacker``
     names it); ``burn_per_1000``, ``refused`` and ``queries_asked`` describe the ``rarest``
     attacker's stream.
+
+    ``shared``: also the deployment view (:mod:`mbeacon.attack.shared`): the attacker and honest
+    researchers in one ``global`` ledger, its figures under the ``*_shared`` keys of every row (the
+    grid asks for it by default, ``EvaluationConfig.shared_view``; a lone call does not).
     """
     unknown = sorted(set(attackers) - set(ATTACKERS))
     if unknown or not attackers:
@@ -197,4 +203,20 @@ def evaluate_setting(
                 "roc_tpr": tpr,
             }
         )
+    if shared:  # last, from its own generator: the Sybil view's figures do not move
+        if uses_ledger(defence):
+            view = shared_view(
+                scenario,
+                defence,
+                [row["queries"] for row in rows],
+                repetitions=reps,
+                p_member=p_member,
+                p_non=p_non,
+                rng=shared_rng(seed),
+            )
+            for row in rows:
+                row.update(view[row["queries"]])
+        else:
+            for row in rows:
+                row.update(copied_view(row))
     return rows
