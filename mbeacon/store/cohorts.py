@@ -46,9 +46,9 @@ from mbeacon.process import PROCESS
 from mbeacon.store import atomic, prefault, sealed
 from mbeacon.store._count import count_rows
 from mbeacon.store.errors import DataError, IngestError
+from mbeacon.store.id_hash import IdHash
 from mbeacon.store.patients import ContributionBound, contributions
 from mbeacon.store.probe_ids import loci, locus, representatives
-from mbeacon.store.sorted_search import search
 
 FORMAT_VERSION = 1
 CHUNK_ROWS = 256
@@ -453,6 +453,7 @@ class Cohort:
             self._probe_order = f["probe_order"][...]
             self._sorted_ids = self._probe_ids[self._probe_order]  # once per open, not per lookup
             self._loci: tuple[np.ndarray, np.ndarray] | None = None  # on the first lookup
+            self._loci_hash: IdHash | None = None  # on the first lookup of many ids
             self._sample_ids = f["sample_ids"][...]
             beta = f["beta"]
             self._shape = beta.shape
@@ -521,9 +522,12 @@ class Cohort:
         wanted = np.asarray(list(probe_ids) if not isinstance(probe_ids, np.ndarray) else probe_ids)
         wanted = loci(wanted.astype(f"S{ID_BYTES}"))
         sorted_ids, rows = self._locus_index()
-        pos = np.minimum(search(sorted_ids, wanted.reshape(-1)).reshape(wanted.shape), len(sorted_ids) - 1)
-        found = sorted_ids[pos] == wanted
-        return np.where(found, rows[pos], -1)
+        if self._loci_hash is None:
+            # a batch's ids scattered over close to a million: one table slot each rather than a
+            # binary search whose every step misses the caches (mbeacon.store.id_hash)
+            self._loci_hash = IdHash(sorted_ids)
+        pos = self._loci_hash.find(wanted)
+        return np.where(pos >= 0, rows[pos], -1)
 
     def probe_row(self, probe_id: str) -> int:
         """Row answering for one probe id, -1 if the cohort lacks its locus: :meth:`probe_index` for a
