@@ -131,8 +131,11 @@ class Prior:
         cache misses. Hot paths should resolve ids once and pass the positions to :meth:`probability`.
         """
         ids = np.asarray(probe_ids)
-        if ids.dtype.kind == "S":
-            ids = np.char.decode(ids, "ascii")
+        if ids.dtype.kind == "S":  # bytes as a cohort stores ids: UTF-8, nearly always ASCII
+            try:
+                ids = ids.astype(f"U{max(ids.dtype.itemsize, 1)}")  # ASCII, in one step
+            except UnicodeDecodeError:
+                ids = np.char.decode(ids, "utf-8")
         elif ids.dtype.kind != "U":
             ids = ids.astype(str)
         ids = loci(ids)  # a prior is keyed by CpG: cg00000029_TC21 finds cg00000029
