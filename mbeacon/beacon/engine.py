@@ -409,6 +409,7 @@ class AnswerEngine:
         if held is not None and held[0] is cohort and held[1] is prior:
             return held[2]
         stored = cohort.stored_probe_ids  # every row, once, in blocks (each decoded to str for the prior)
+        stored = stored.astype(f"S{max(int(np.char.str_len(stored).max()), 1)}")  # no padding to decode
         blocks = range(0, len(stored), _INDEX_BLOCK)
         table = np.concatenate([prior.index(stored[start : start + _INDEX_BLOCK]) for start in blocks])
         with self._lock:
