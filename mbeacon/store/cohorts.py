@@ -321,8 +321,9 @@ def _write_matrix(
                 hashed.result()  # in file order, and at most one block held for the hash
             hashed = hasher.submit(_hash_block, digest, encoded, values)
             nan = np.isnan(values)
-            missing += int(nan.sum())
-            if not nan.all():
+            missing_here = int(np.count_nonzero(nan))  # not nan.sum(): a bool sum widens every element
+            missing += missing_here
+            if missing_here < nan.size:
                 lo = min(lo, float(np.nanmin(values)))
                 hi = max(hi, float(np.nanmax(values)))
             if on_rows is not None:
