@@ -548,8 +548,8 @@ class Cohort:
 
     def prepare_lookups(self) -> None:
         """Build the lookup indexes of probe ids now rather than on the first lookup: a serving
-        process calls it at start-up, so no request waits for them (a fraction of a second for an
-        EPIC v2 cohort) and the garbage collector's start-up freeze covers them."""
+        process calls it at start-up, so no request waits for them and the garbage collector's start-up
+        freeze covers them."""
         self._ensure_open()
         self._locus_hash()
 

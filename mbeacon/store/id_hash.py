@@ -6,10 +6,10 @@ for memory than anything else it does with them. An open-addressing table (linea
 half full) finds an id in one or two slots plus one comparison with the stored id, so a batch costs
 about three cache misses per id, which the CPU overlaps across ids.
 
-The table is built once per index (compiled; a fraction of a second for 936k ids) and holds one
-int32 per slot; the ids are read where they lie (no copy), as machine words. Lookups return the same
-positions as an exact search in the ids: a hit is confirmed by comparing every byte of the two ids
-(needles are first brought to the ids' dtype, so both are padded alike), never by the hash alone.
+The table is built once per index (compiled, one pass over the ids) and holds one int32 per slot;
+the ids are read where they lie (no copy), as machine words. Lookups return the same positions as an
+exact search in the ids: a hit is confirmed by comparing every byte of the two ids (needles are first
+brought to the ids' dtype, so both are padded alike), never by the hash alone.
 
 Timing: how long a lookup takes depends on which ids are stored and asked, which are public (a
 cohort's and a prior's probe lists are published), never on any value measured on a patient.

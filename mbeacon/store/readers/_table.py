@@ -221,8 +221,8 @@ def _floats(column: pa.ChunkedArray | pa.Array, dtype: type[np.floating]) -> np.
     """A float column of Arrow's as a numpy array of ``dtype`` (its own type), nulls as NaN.
 
     What ``to_numpy`` gives, read from the column's buffers: pyarrow's ``to_numpy`` of a column with
-    nulls imports pandas, which costs an ingest a third of a second for nothing (an Arrow-parsed
-    chunk is common at the start, while the compiled parser loads)."""
+    nulls imports pandas, which an ingest would wait for and never use (an Arrow-parsed chunk is
+    common at the start, while the compiled parser loads)."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     out = np.empty(len(column), dtype=dtype)
     size = np.dtype(dtype).itemsize
