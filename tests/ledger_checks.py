@@ -204,3 +204,15 @@ def check_reasked(url: str, keys: dict[str, str], outcomes: list[Outcome], limit
         assert again.result["info"]["cached"] is True, f"{query} was answered but not committed"
         assert answer_of(again.result) == answer_of(results[0]), f"{query} changed its answer"
     return len(received)
+
+
+def pmw_updates(url: str, holder: str, dataset: str = DATASET) -> list[tuple]:
+    """The ``online-pmw`` histogram updates of one account, ``(seq, probe, lo, hi, value)`` by seq."""
+    ledger = Ledger.open(url, migrate=False)
+    try:
+        with ledger.db.transaction(write=False) as tx:
+            tx.execute("SELECT seq, probe, lo, hi, value FROM pmw_updates WHERE principal = ? AND dataset = ?"
+                       " ORDER BY seq", (holder, dataset))  # fmt: skip
+            return [tuple(row) for row in tx.fetchall()]
+    finally:
+        ledger.close()

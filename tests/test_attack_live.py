@@ -220,10 +220,38 @@ def test_public_parameters_and_defences() -> None:
         choose_dataset(datasets, "secret")
     suppression = DatasetParams("s", 60, "none", 1.0, 5, 3)
     assert suppression.defence().name == "suppression" and suppression.defence().threshold == 3
-    # a sanitiser the live attack does not model is refused by name, pointing at the evaluation
-    for mechanism in ("svt2-margin", "svt2-noisy"):
-        with pytest.raises(LiveAttackError, match=f"'{mechanism}'.*mbeacon attack evaluate"):
-            DatasetParams("m", 60, mechanism, 10.0, 50, 1).defence()
+    # the sanitisers built on SVT² are modelled from their published parameters, as the evaluation does
+    privacy = {"epsilon": 10.0, "c": 50, "threshold": 5, "marginAbove": 20.0, "marginBelow": 20.0}
+    body = {"response": {"collections": [
+        {"id": m, "info": {"patients": 60, "privacy": {"mechanism": m, **privacy, **extra}}}
+        for m, extra in (("svt2-margin", {}), ("svt2-noisy", {"epsilon3": 2.5}),
+                         ("online-pmw", {"margin": 20.0, "marginAbove": 0.0, "marginBelow": 0.0,
+                                         "releaseShare": 0.25}))
+    ]}}  # fmt: skip
+    for params in parse_datasets(body):
+        model = params.defence()
+        assert (model.name, model.epsilon, model.c, model.threshold, model.margin) == (
+            params.mechanism,
+            10.0,
+            50,
+            5,
+            20.0,
+        )
+        if model.name != "svt2-margin":
+            assert model.release_share == pytest.approx(0.25) and model.release_scale == pytest.approx(
+                50 / 2.5
+            )
+    # what the model does not cover is refused with the reason, pointing at the evaluation
+    for mechanism, fields, why in [
+        ("svt2-noisy", {}, "epsilon3 = 0"),
+        ("svt2-margin", {"margin_above": 3.0}, "margins above"),
+        ("svt2-noisy", {"epsilon3": 2.0, "sensitivity": 2.0}, "contribution bound"),
+        ("svt2-margin", {"variant": "redraw"}, "variant"),
+        ("laplace-oracle", {}, "models mechanisms"),
+    ]:
+        with pytest.raises(LiveAttackError, match=f"'{mechanism}'") as refused:
+            DatasetParams("m", 60, mechanism, 10.0, 50, 1, **fields).defence()
+        assert why in str(refused.value) and "mbeacon attack evaluate" in str(refused.value)
     # the key's own account keeps the parameters it was opened with
     account = {
         "response": {
@@ -491,7 +519,8 @@ def test_exhausted_budget_ends_the_asking(tmp_path, on_exhausted) -> None:
 def beacon(tmp_path_factory):
     """One real server (gunicorn) on the demo data with three datasets of the same cohort: unprotected,
     SVT² with c = 3 refusing when spent, SVT² with c = 3 answering from the prior when spent, and
-    small-count suppression at T = 20 (exact answers, ``mechanism = none``)."""
+    small-count suppression at T = 20 (exact answers, ``mechanism = none``), and SVT² with a noisy
+    release on TOP (``svt2-noisy``) for the attack that reads the whole response."""
     from servers import BeaconServer
 
     from mbeacon.beacon.ledger import Ledger
@@ -505,11 +534,12 @@ def beacon(tmp_path_factory):
     cohorts = CohortStore(store)
     source = cohorts.open(demo.dataset)
     values = source.rows(np.arange(source.n_probes))
-    for name in ("svt2-refuse", "svt2-prior", "suppressed"):
+    for name in ("svt2-refuse", "svt2-prior", "suppressed", "noisy"):
         cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids.tolist(), values)])
     url = f"sqlite:///{work}/ledger.sqlite3"
     ledger = Ledger.open(url)
     keys = [ledger.add_user(f"attacker{i}") for i in range(7)]
+    keys += [ledger.add_user(f"controlled{i}", tier="CONTROLLED") for i in range(2)]  # keys[7], keys[8]
     ledger.close()
     config = work / "beacon.toml"
     config.write_text(
@@ -520,6 +550,9 @@ def beacon(tmp_path_factory):
         '[datasets.svt2-refuse]\non_exhausted = "refuse"\n'
         '[datasets.svt2-prior]\non_exhausted = "prior"\n'
         '[datasets.suppressed]\nmechanism = "none"\nallow_unprotected = true\nthreshold = 20\n'
+        # a noisy release generous enough that reading the released counts shows in 100 queries
+        '[datasets.noisy]\nmechanism = "svt2-noisy"\nepsilon = 60.0\nc = 40\nthreshold = 1\n'
+        "release_share = 0.5\n"
     )
     with BeaconServer(config, work, workers=2) as server:
         yield server, keys, demo
@@ -651,3 +684,52 @@ def test_live_tracker_stops_when_the_budget_runs_out(beacon, tmp_path) -> None:
     assert answers["data"] == 3 and answers["refused"] > 0
     assert "budget ran out" in done.stderr
     assert summary["by_queries"][-1]["auc"] <= 0.65
+
+
+@pytest.mark.slow
+def test_live_attack_reads_the_whole_response_of_svt2_noisy(beacon, tmp_path) -> None:
+    """``svt2-noisy`` over HTTP (real gunicorn): the attack models it from the published parameters
+    and reads flag, answer and, with a CONTROLLED key (count granularity), the released noisy count
+    of each TOP; its scores are the library's likelihood ratios of exactly those responses. A
+    REGISTERED key gets boolean answers and the attack scores flag and answer. One key for every
+    profile spends the account's c positives on the first ones, so the AUC stays near chance."""
+    from mbeacon.attack.defences import Defence
+    from mbeacon.attack.live import read_profiles
+    from mbeacon.attack.lrt import release_log_ratios
+    from mbeacon.store.priors import load_prior
+
+    server, keys, demo = beacon
+    profiles = stack_profiles(
+        read_profiles(demo.simulation / FILES["members_remeasured"]),
+        read_profiles(demo.simulation / FILES["nonmembers_remeasured"]),
+    )
+    prior = load_prior(demo.store, demo.prior)
+    settings = LiveSettings(queries=30, dataset="noisy", attacker="rarest")
+    results = {}
+    for tier, key in (("CONTROLLED", keys[7]), ("REGISTERED", keys[6])):
+        with BeaconClient(server.url, key) as client:
+            results[tier] = run_live_attack(client, profiles, settings, prior=prior)
+    controlled, registered = results["CONTROLLED"], results["REGISTERED"]
+    assert controlled.defence.label == "svt2-noisy eps=60 c=40 r=0.5" and controlled.params.epsilon3 == 30.0
+    assert controlled.observed == ("flag", "answer", "count")
+    assert registered.observed == ("flag", "answer")
+    for result, counted in ((controlled, True), (registered, False)):
+        release = result.answers.release()
+        tops = release.flags == 1
+        assert 0 < tops.sum() <= 40 and np.all(np.isfinite(release.counts[tops]) == counted)
+        assert np.all(release.answers[release.flags == 0] == result.answers.prior_answers[release.flags == 0])
+        beta = result.params.patients * result.plan.prior_pi
+        steps = release_log_ratios(
+            Defence("svt2-noisy", epsilon=60.0, c=40, threshold=1, margin=0.0, release_share=0.5),
+            result.plan.pi, beta, release, 60, miss_probability(2.0, 0.005), use_counts=counted,
+        )  # fmt: skip
+        np.testing.assert_allclose(result.scores, np.cumsum(steps, axis=1), atol=1e-9)
+        assert result.by_queries()[-1]["auc"] <= 0.7
+    summary = controlled.summary()
+    assert summary["observed"] == ["flag", "answer", "count"] and summary["dataset"]["epsilon3"] == 30.0
+    print(
+        "svt2-noisy over HTTP, AUC at 30 queries: flag+answer+count",
+        round(controlled.by_queries()[-1]["auc"], 3),
+        "flag+answer",
+        round(registered.by_queries()[-1]["auc"], 3),
+    )

@@ -125,8 +125,25 @@ def test_the_trackers_streams_answer_as_the_model_says(defence: Defence) -> None
     runs = 40_000
     rng = np.random.default_rng(11)
     for alpha, beta in [(0, 0.0), (3, 0.9), (6, 2.5), (12, 12.0), (40, 0.2)]:
-        streams = DefenceStreams(defence.with_cap(10), runs, rng)
-        seen_obs = streams.answer(np.arange(runs), np.full(runs, alpha), np.full(runs, beta))
+        if defence.name == "online-pmw":
+            # a uniform prior; the query [0, beta/N] has the synthetic count beta (up to the floor)
+            def uniform(rows, lo, hi):
+                return np.clip(hi, 0, 1) - np.clip(lo, 0, 1)
+
+            streams = DefenceStreams(defence.with_cap(10), runs, rng, uniform)
+            zeros = np.zeros(runs, dtype=np.int64)
+            release, _ = streams.answer_full(
+                np.arange(runs),
+                np.full(runs, alpha),
+                np.full(runs, beta),
+                zeros,
+                zeros * 0.0,
+                zeros + beta / 60,
+            )
+            seen_obs = release.answers
+        else:
+            streams = DefenceStreams(defence.with_cap(10), runs, rng)
+            seen_obs = streams.answer(np.arange(runs), np.full(runs, alpha), np.full(runs, beta))
         seen = float(np.mean(seen_obs == 1))
         model = float(defence.p_observe_one(np.array(alpha), np.array(beta)))
         sd = np.sqrt(max(model * (1 - model), 1e-4) / runs)

@@ -12,6 +12,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -569,3 +570,32 @@ def test_concurrent_spending_serialises_on_the_account(database_url: str, lookup
         assert ledger.account("global", "demo").state.count == 60
     finally:
         ledger.close()
+
+
+def test_a_transaction_that_waited_for_the_account_lock_sees_the_answers_cached_meanwhile(
+    ledger: Ledger,
+) -> None:
+    """Two requests of one budget holder ask one query at once. The second waits for the account
+    lock; once it has it, it must see the answer the first cached, or it would answer the query
+    afresh (a second positive for one query) and, on PostgreSQL, fail on the cache's primary key
+    (the 503 of a load test). PostgreSQL re-reads only the locked row after such a wait, not the
+    rows a single statement joined to it, so the cache must be read after the lock is held."""
+    with ledger.db.transaction() as tx:  # the account exists, nothing cached yet
+        ledger.lock_account_and_answers(tx, "group:lab", "demo", ["k"], lambda: PARAMS)
+    first_has_lock = threading.Event()
+    seen: list[dict] = []
+
+    def second() -> None:
+        first_has_lock.wait()
+        with ledger.db.transaction() as tx:
+            seen.append(ledger.lock_account_and_answers(tx, "group:lab", "demo", ["k"], _must_not_open)[1])
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    with ledger.db.transaction() as tx:
+        ledger.lock_account_and_answers(tx, "group:lab", "demo", ["k"], _must_not_open)
+        first_has_lock.set()
+        time.sleep(0.5)  # the second transaction is now blocked on the account row
+        ledger.store_answers(tx, "group:lab", "demo", [("k", CachedAnswer(True, "data", None))])
+    waiter.join(timeout=30)
+    assert seen == [{"k": CachedAnswer(True, "data", None)}]

@@ -89,17 +89,26 @@ def test_a_one_server_four_workers_sqlite(tmp_path, scenario_store):
     started = time.monotonic()
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
     report, users, logs = _run(tmp_path, scenario_store, url, servers=1, workers=4)
-    accounts = check_load_against_ledger(report.summary, url, users)
+    accounts = _checked(report, url, users, logs)
     _report(tmp_path, "one server, SQLite", report, accounts, time.monotonic() - started)
     for log in logs:
         assert "Traceback" not in log, log[-3000:]
+
+
+def _checked(report: loadtest.LoadReport, database_url: str, users: dict, logs: list[str]) -> dict:
+    """``check_load_against_ledger``; a failure quotes the servers' refusal lines, which say why."""
+    try:
+        return check_load_against_ledger(report.summary, database_url, users)
+    except AssertionError as failure:
+        refusals = [line for log in logs for line in log.splitlines() if "unavailable" in line]
+        raise AssertionError(f"{failure}\nserver log: {refusals[:5]}") from None
 
 
 @pytest.mark.slow
 def test_b_two_servers_share_postgresql(tmp_path, scenario_store, pg_schema):
     started = time.monotonic()
     report, users, logs = _run(tmp_path, scenario_store, pg_schema, servers=2, workers=2)
-    accounts = check_load_against_ledger(report.summary, pg_schema, users)
+    accounts = _checked(report, pg_schema, users, logs)
     _report(tmp_path, "two servers, PostgreSQL", report, accounts, time.monotonic() - started)
     for log in logs:
         assert "Traceback" not in log, log[-3000:]

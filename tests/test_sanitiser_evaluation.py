@@ -22,7 +22,9 @@ BEST = {
         "release_share": [0.3333],
     },
 }
-DOCUMENTED = {1: (0.531, 0.976, 0.948), 10: (0.539, 0.989, 0.902)}
+#: At T = 1 the strongest is the boundary attacker (mbeacon/attack/boundary.py), and the AUC sits at the
+#: corner's edge: the assertion below is the claim, checked on this seed.
+DOCUMENTED = {1: (0.599, 0.976, 0.948), 10: (0.539, 0.989, 0.902)}
 #: Seeded, so the figures are reproduced exactly on one platform; the tolerance absorbs numerical
 #: differences across platforms without letting the claim slip out of the corner unnoticed.
 TOLERANCE = 0.02
@@ -33,8 +35,9 @@ def test_online_pmw_reaches_the_corner_against_the_strongest_attacker() -> None:
     rows = run_grid(EvaluationConfig(**BEST), workers=1)
     assert {r["threshold"] for r in rows} == set(DOCUMENTED)
     for row in rows:
-        assert row["epsilon"] <= 10.0 and row["attacker"] in ("rarest", "tracker")
-        assert row["auc"] in (row["auc_rarest"], row["auc_tracker"])
+        attackers = ("rarest", "tracker", "flag", "count", "boundary")
+        assert row["epsilon"] <= 10.0 and row["attacker"] in attackers
+        assert row["auc"] == max(row[f"auc_{name}"] for name in attackers)
         assert row["auc"] <= 0.6 and row["utility_random"] >= 0.97 and row["utility_discovery"] >= 0.75, row
         auc, random, discovery = DOCUMENTED[row["threshold"]]
         assert row["auc"] == pytest.approx(auc, abs=TOLERANCE)

@@ -1,5 +1,6 @@
 """The ledger's guarantees, each proved against real gunicorn servers over HTTP (for every protected
-mechanism where cheap: they share SVT²'s state and the one ledger transaction).
+mechanism where cheap: they share SVT²'s state and the one ledger transaction; ``online-pmw`` also
+writes one histogram update per positive in that transaction, checked here to match the positives).
 
 (a) 4 workers, 16 concurrent clients of one user, c = 5: at most 5 ``data`` answers ever, and the
     ledger agrees with what the clients received;
@@ -38,6 +39,7 @@ MECHANISMS = {
     "svt2": {},
     "svt2-margin": {"mechanism": "svt2-margin", "margin_above": 1.0, "margin_below": 0.25},
     "svt2-noisy": {"mechanism": "svt2-noisy", "release_share": 0.25},
+    "online-pmw": {"mechanism": "online-pmw", "release_share": 0.25, "margin": 0.5},
 }
 
 
@@ -102,6 +104,15 @@ def _check_ledger_agrees(ledger: Ledger, rows, c: int) -> None:
     assert account.epsilon_spent() <= account.params.epsilon + 1e-12
     statuses = {status for _, status, _ in rows}
     assert statuses <= {200, 429}, statuses
+    _check_updates(ledger, account.state.count if account.params.mechanism == "online-pmw" else 0)
+
+
+def _check_updates(ledger: Ledger, positives: int) -> None:
+    """online-pmw: exactly one histogram update per spent positive, numbered 0..positives-1 (none
+    for the other mechanisms)."""
+    with ledger.db.transaction(write=False) as tx:
+        tx.execute("SELECT seq FROM pmw_updates WHERE principal = 'user:alice' ORDER BY seq")
+        assert [row[0] for row in tx.fetchall()] == list(range(positives))
 
 
 def account_mechanism(url: str) -> str:
@@ -129,7 +140,7 @@ def pg_schema():
         yield url
 
 
-@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy"])
+@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy", "online-pmw"])
 def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_schema, mechanism):
     key = Ledger.open(pg_schema).add_user("alice")
     config = _config(tmp_path, demo, pg_schema, c=5, mechanism=mechanism)
@@ -141,7 +152,7 @@ def test_b_two_servers_share_postgresql(tmp_path, demo, contested_queries, pg_sc
     assert Ledger.open(pg_schema).account("user:alice", DATASET).params.mechanism == mechanism
 
 
-@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy"])
+@pytest.mark.parametrize("mechanism", ["svt2", "svt2-noisy", "online-pmw"])
 def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_queries, mechanism):
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
     key = Ledger.open(url).add_user("alice")
@@ -181,6 +192,7 @@ def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_q
     assert account.state.count <= c, "overspent"
     assert len(received) <= account.state.count, "a delivered data answer is missing from the ledger"
     assert account.epsilon_spent() <= account.params.epsilon + 1e-12
+    _check_updates(ledger, account.state.count if mechanism == "online-pmw" else 0)
     with sqlite3.connect(f"{tmp_path}/ledger.sqlite3") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         cached = conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]

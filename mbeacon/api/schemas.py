@@ -348,7 +348,8 @@ class AccountParameters(BaseModel):
 
     mechanism: Mechanism = Field(
         description="`svt2`, `svt2-margin` (SVT² with decision margins), `svt2-noisy` (a TOP answered "
-        "by a noisy count), or `none`: unprotected raw answers (evaluations only)."
+        "by a noisy count), `online-pmw` (Online Private Multiplicative Weights started at the prior), "
+        "or `none`: unprotected raw answers (evaluations only)."
     )
     epsilon: Epsilon = Field(description="The whole privacy budget of a budget holder.")
     epsilon1: Spent = Field(description="Epsilon of the noisy threshold pair.")
@@ -371,7 +372,12 @@ class AccountParameters(BaseModel):
     marginBelow: float = Field(
         0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
     )
-    epsilon3: Spent = Field(0.0, description="`svt2-noisy`: epsilon of the noisy counts that answer TOPs.")
+    epsilon3: Spent = Field(
+        0.0, description="`svt2-noisy`, `online-pmw`: epsilon of the noisy counts that answer TOPs."
+    )
+    margin: float = Field(
+        0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
+    )
 
 
 class DatasetPrivacy(AccountParameters):
@@ -544,7 +550,12 @@ class BudgetDetail(Budget):
     marginBelow: float = Field(
         0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
     )
-    epsilon3: Spent = Field(0.0, description="`svt2-noisy`: epsilon of the noisy counts that answer TOPs.")
+    epsilon3: Spent = Field(
+        0.0, description="`svt2-noisy`, `online-pmw`: epsilon of the noisy counts that answer TOPs."
+    )
+    margin: float = Field(
+        0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
+    )
 
 
 class CallerBudgets(BaseModel):

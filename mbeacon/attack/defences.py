@@ -31,14 +31,16 @@ differential-privacy guarantee; its ``epsilon`` is reported as null. ``svt2-nois
 spend ``eps3 = release_share * epsilon`` on their noisy counts and the rest on the test: ``epsilon`` is
 the whole per-account cost of each.
 
-``svt2-margin``'s observation is the flag, as SVT²'s. ``svt2-noisy`` and ``online-pmw`` release an
-answer that the flag no longer determines; their observation is the yes/no answer (the flag is not
-scored: an attacker reading both could do better, so their AUCs are lower bounds on what they leak).
-``online-pmw`` is evaluated with every query at a probe of its own: a two-bin histogram (the range and
-the rest) starting at the prior's mass ``beta / N``, floored at half a patient. That is the
+``svt2-margin``'s observation is the flag, as SVT²'s. ``svt2-noisy`` and ``online-pmw``
+(:data:`FULL_OBSERVED`) release an answer that the flag no longer determines: :meth:`release` gives
+the yes/no answer (what the ``rarest`` attacker scores), :meth:`Defence.release_all` the flag, the
+answer and the released count, and :meth:`Defence.observation_likelihood` the exact per-query law of
+all three, which the ``flag``, ``count``, tracker and boundary attackers score.
+``online-pmw`` is released here with every query at a probe of its own: a two-bin histogram (the
+range and the rest) starting at the prior's mass ``beta / N``, floored at half a patient. That is the
 mechanism's exact law for streams that never ask twice at one probe (the rarest-range attack, the
-random and discovery workloads); for the tracker, which does, it leaves out the histogram updates
-(after a TOP at a probe the real mechanism answers nearby ranges from the moved histogram for free).
+random and discovery workloads); the tracker and the boundary attacker, which do, run it with each
+account's per-probe state (:mod:`mbeacon.attack.pmw_state`).
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ from mbeacon.privacy.noise import (
     uniform,
 )
 from mbeacon.privacy.online_pmw import OnlinePMWParams, online_pmw_batch
+from mbeacon.privacy.sparse_vector import BOT, TOP
 from mbeacon.privacy.svt2 import SVT2Params, svt2_batch
 from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
-from mbeacon.privacy.svt2_noisy import SVT2NoisyParams, svt2_noisy_batch
+from mbeacon.privacy.svt2_noisy import NoisyRelease, SVT2NoisyParams, svt2_noisy_batch
 
 DEFENCES = (
     "none",
@@ -78,6 +81,11 @@ DEFENCES = (
 DEFAULT_DEFENCES = DEFENCES[:7]
 #: Defences whose observation is SVT²'s flag (the answer is the flag applied to the prior's answer).
 FLAG_OBSERVED = ("svt2-single", "svt2-redraw", "svt2-margin")
+#: Defences whose response carries more than the answer: the flag (``answeredFrom``), which the answer
+#: no longer determines, and for CONTROLLED callers with count granularity the released count (the
+#: noisy count on a TOP, the public synthetic or prior count on a BOT). :meth:`Defence.release_all`
+#: gives all three and :meth:`Defence.observation_likelihood` is their exact per-query law.
+FULL_OBSERVED = ("svt2-noisy", "online-pmw")
 #: Defences that keep per-account state between queries (a secret threshold, positives spent).
 STATEFUL = ("svt2-single", "svt2-redraw", "svt2-margin", "svt2-noisy", "online-pmw")
 
@@ -222,26 +230,40 @@ class Defence:
             out = (noisy >= t).astype(np.int8)
             out[:, int(self.query_cap or 0) :] = -1
             return out
-        if self.name == "online-pmw":
-            return self._release_pmw(alpha, beta, source)
+        if self.name in FULL_OBSERVED:
+            return self.release_all(alpha, beta, source).answers
         p = self.svt2_params
-        if isinstance(p, SVT2NoisyParams):
-            return svt2_noisy_batch(alpha, beta, p, rng=source).answers
         if isinstance(p, SVT2MarginParams):
             return svt2_margin_batch(alpha, beta, p, rng=source).astype(np.int8)
         return svt2_batch(alpha, beta, t, p.epsilon1, p.epsilon2, p.c, redraw=p.redraw, rng=source).astype(
             np.int8
         )
 
-    def _release_pmw(self, alpha: np.ndarray, beta: np.ndarray, source) -> np.ndarray:
-        """Online PMW's answers with every query at a probe of its own (see the module docstring)."""
+    def release_all(self, alpha: np.ndarray, beta: np.ndarray, rng: RNGLike = None) -> NoisyRelease:
+        """Flags, answers and released counts of ``runs x queries`` (:data:`FULL_OBSERVED` only).
+
+        The answers are :meth:`release`'s, drawn from the same randomness. A BOT's released count is
+        public (the prior's ``beta`` for ``svt2-noisy``, the synthetic count for ``online-pmw``): it
+        is reported as NaN for ``svt2-noisy``, whose service releases no count on a BOT.
+        """
+        if self.name not in FULL_OBSERVED:
+            raise ValueError(f"{self.name}: its answer is its whole observation; use release()")
+        alpha = np.asarray(alpha)
+        beta = np.broadcast_to(np.asarray(beta, dtype=np.float64), alpha.shape)
+        source = as_source(rng)
+        if self.name == "online-pmw":
+            return self._release_pmw(alpha, beta, source)
+        return svt2_noisy_batch(alpha, beta, self.svt2_params, rng=source)  # type: ignore[arg-type]
+
+    def _release_pmw(self, alpha: np.ndarray, beta: np.ndarray, source) -> NoisyRelease:
+        """Online PMW with every query at a probe of its own (see the module docstring)."""
         p = self.pmw_params
         runs, k = alpha.shape
         inside = np.clip(beta / p.n, 0.5 / p.n, 1.0 - 0.5 / p.n).reshape(-1)
         prior = np.column_stack([inside, 1.0 - inside])
         probe = np.arange(runs * k, dtype=np.int64).reshape(runs, k)
         lo, hi = np.zeros((1, k), dtype=np.int64), np.ones((1, k), dtype=np.int64)
-        return online_pmw_batch(probe, lo, hi, alpha, prior, p, runs=runs, rng=source).answers
+        return online_pmw_batch(probe, lo, hi, alpha, prior, p, runs=runs, rng=source)
 
     # --- what the attacker knows about it -------------------------------------------------------
 
@@ -295,14 +317,90 @@ class Defence:
     def _p_one_pmw(self, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """Online PMW before any update at the probe: the synthetic count is the prior's ``beta``
         (floored as in :meth:`_release_pmw`); TOP iff ``q + nu >= margin + rho``."""
-        p = self.pmw_params
-        s = np.clip(beta, 0.5, p.n - 0.5)
-        yes = s >= p.threshold
-        t = p.count_threshold
-        q = np.where(yes, t - 1 - alpha, alpha - t)
-        top = _difference_sf(p.query_scale, p.threshold_scale)(np.ceil(p.margin - q - 1e-9))
-        noisy_yes = discrete_laplace_sf(np.ceil(p.threshold - alpha - 1e-9), p.release_scale)
-        return top * noisy_yes + (1.0 - top) * yes
+        top = self.p_top(alpha, beta)
+        noisy_yes = discrete_laplace_sf(np.ceil(self.threshold - alpha - 1e-9), self.release_scale)
+        return top * noisy_yes + (1.0 - top) * self.bot_answer(beta)
+
+    # --- the full observation of FULL_OBSERVED defences: flag, answer and count ---------------------
+
+    @property
+    def release_scale(self) -> float:
+        """Discrete Laplace scale of the count a TOP releases (``c / eps3``)."""
+        p = self.pmw_params if self.name == "online-pmw" else self.svt2_params
+        if not isinstance(p, OnlinePMWParams | SVT2NoisyParams):
+            raise ValueError(f"{self.name} releases no noisy count")
+        return float(p.release_scale)
+
+    def bot_answer(self, beta: np.ndarray) -> np.ndarray:
+        """The answer of a BOT: the public count ``beta`` (the prior's expectation, or Online PMW's
+        synthetic count) against T. Online PMW's synthetic masses are floored at half a patient."""
+        beta = np.asarray(beta, dtype=np.float64)
+        if self.name == "online-pmw":
+            beta = np.clip(beta, 0.5, self.pmw_params.n - 0.5)
+        return (beta >= self.threshold).astype(np.float64)
+
+    def p_top(self, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """``P(TOP | alpha, beta)`` of a :data:`FULL_OBSERVED` defence, the per-query marginal over the
+        secret threshold (as :meth:`p_observe_one`). For ``online-pmw`` ``beta`` is the synthetic count
+        the query is compared with (the prior's expectation before any update at the probe)."""
+        alpha = np.asarray(alpha, dtype=np.float64)
+        if self.name == "online-pmw":
+            p = self.pmw_params
+            yes = self.bot_answer(beta) > 0
+            t = p.count_threshold
+            q = np.where(yes, t - 1 - alpha, alpha - t)
+            return _difference_sf(p.query_scale, p.threshold_scale)(np.ceil(p.margin - q - 1e-9))
+        p = self.svt2_params
+        if self.name != "svt2-noisy" or not isinstance(p, SVT2MarginParams):
+            raise ValueError(f"{self.name}: its flag is its whole observation; use p_observe_one()")
+        beta = np.asarray(beta, dtype=np.float64)
+        sf = _difference_sf(p.query_scale, p.threshold_scale)
+        high = np.maximum(
+            sf(np.ceil(p.low_threshold - alpha - 1e-9)), sf(np.ceil(p.low_threshold - beta - 1e-9))
+        )
+        low = np.minimum(
+            sf(np.ceil(p.high_threshold - alpha - 1e-9)), sf(np.ceil(p.high_threshold - beta - 1e-9))
+        )
+        return high * (1.0 - low)
+
+    def observation_likelihood(
+        self,
+        alpha: np.ndarray,
+        beta: np.ndarray,
+        flags: np.ndarray,
+        answers: np.ndarray,
+        counts: np.ndarray,
+        *,
+        use_counts: bool,
+    ) -> np.ndarray:
+        """``P(observation | alpha, beta)``, broadcast over all arguments, for a :data:`FULL_OBSERVED`
+        defence whose response shows the flag, the answer and (``use_counts``) the released count.
+
+        * unanswered (flag -1): 1 (nothing observed, nothing scored);
+        * BOT: ``1 - P(TOP)``; its answer and count are public (``beta``), so they add nothing;
+        * TOP, count seen: ``P(TOP) * P(L = v - alpha)``, ``L`` the release's discrete Laplace noise;
+          a count of 0 or less is read as ``v <= 0`` (the service releases ``max(v, 0)``);
+        * TOP, answer only: ``P(TOP) * P(alpha + L >= T)`` for "yes", ``P(TOP) * P(alpha + L < T)``
+          for "no".
+        """
+        alpha = np.asarray(alpha, dtype=np.float64)
+        flags, answers = np.asarray(flags), np.asarray(answers)
+        counts = np.asarray(counts, dtype=np.float64)
+        top = self.p_top(alpha, beta)
+        scale = self.release_scale
+        if use_counts:
+            seen = np.isfinite(counts)
+            noise = np.where(seen, np.rint(np.nan_to_num(counts) - alpha), 0.0)
+            exact = discrete_laplace_pmf(noise, scale)
+            at_most_zero = 1.0 - discrete_laplace_sf(1.0 - alpha, scale)  # P(alpha + L <= 0)
+            release = np.where(seen, np.where(np.nan_to_num(counts) <= 0, at_most_zero, exact), np.nan)
+        else:
+            seen = np.zeros(np.shape(counts), dtype=bool)
+            release = np.nan
+        yes = discrete_laplace_sf(np.ceil(self.threshold - alpha - 1e-9), scale)
+        by_answer = np.where(answers == 1, yes, 1.0 - yes)
+        on_top = top * np.where(seen, release, by_answer)
+        return np.where(flags == TOP, on_top, np.where(flags == BOT, 1.0 - top, 1.0))
 
 
 @lru_cache(maxsize=64)

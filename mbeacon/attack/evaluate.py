@@ -24,6 +24,7 @@ from mbeacon.attack.defences import DEFAULT_DEFENCES, DEFENCES, Defence
 from mbeacon.attack.planning import ATTACKERS, STRATEGIES
 from mbeacon.attack.run import evaluate_setting
 from mbeacon.attack.scenario import Scenario, build_scenario, scenario_from_simulation
+from mbeacon.attack.shared import SHARED_KEYS
 from mbeacon.store.simulate import SimulationConfig, simulate_arrays
 
 #: Keys of a result row in ``--json`` output (the ROC points stay in the Parquet file).
@@ -42,6 +43,9 @@ JSON_KEYS = (
     "auc",
     "auc_rarest",
     "auc_tracker",
+    "auc_flag",
+    "auc_count",
+    "auc_boundary",
     "auc_sd",
     "tpr_at_1pct_fpr",
     "utility_random",
@@ -51,6 +55,8 @@ JSON_KEYS = (
     "refused",
     "queries_asked",
     "repetitions",
+    # the deployment view: attacker and researchers in one global ledger (mbeacon.attack.shared)
+    *SHARED_KEYS,
 )
 
 
@@ -141,6 +147,8 @@ class EvaluationConfig(BaseModel):
     z: float = Field(2.0, gt=0)
     adaptive_bound: float | None = Field(None, gt=0)
     attackers: list[str] = Field(default_factory=lambda: list(ATTACKERS))
+    #: Also evaluate the deployment view: attacker and honest researchers share one ``global`` ledger.
+    shared_view: bool = True
     simulation: dict[str, Any] = Field(default_factory=dict)
     data: CohortData | None = None
     grid: GridConfig = Field(default_factory=GridConfig)
@@ -292,6 +300,7 @@ def _task_kwargs(config: EvaluationConfig, index: int) -> dict[str, Any]:
         "seed": [config.seed, index],
         "adaptive_bound": config.adaptive_bound,
         "attackers": tuple(config.attackers),
+        "shared": config.shared_view,
     }
 
 

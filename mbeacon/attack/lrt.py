@@ -28,6 +28,7 @@ from scipy.stats import binom
 
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.planning import QueryPlan
+from mbeacon.privacy.svt2_noisy import NoisyRelease
 
 EPS = 1e-12
 CHUNK = 20_000  # queries per step of the marginalisation (memory: CHUNK x counts)
@@ -106,6 +107,58 @@ def _marginal(
     k, member, non = count_pmfs(pi, n, miss)
     p_one = defence.p_observe_one(k[None, :], beta[:, None])
     return np.einsum("ij,ij->i", member, p_one), np.einsum("ij,ij->i", non, p_one)
+
+
+def release_log_ratios(
+    defence: Defence,
+    pi: np.ndarray,
+    beta: np.ndarray,
+    release: NoisyRelease,
+    n: int,
+    miss: float,
+    *,
+    use_counts: bool,
+    shift: np.ndarray | None = None,
+    min_pi: float = 0.002,
+) -> np.ndarray:
+    """Per-query log-likelihood ratios of the whole observation of a
+    :data:`~mbeacon.attack.defences.FULL_OBSERVED` defence.
+
+    ``release`` (flags, answers, counts) is shaped like ``pi`` and ``beta`` (1-D, or runs x queries
+    against queries), one entry per asked query. The count of the query's range is ``shift + K``,
+    ``K`` the count of the victim's interval (:func:`count_pmfs`: ``Bin(N, pi)`` for a non-member,
+    ``1 + Bin(N - 1, pi)`` or, with probability ``miss``, ``Bin(N - 1, pi)`` for a member) and ``shift``
+    (default 0) what the attacker believes the rest of the range holds (the tracker's ``r``). The
+    ratio is ``log sum_k P_member(k) P(obs | shift + k) - log sum_k P_non(k) P(obs | shift + k)``
+    with :meth:`Defence.observation_likelihood`, exact per query (the marginal over the secret
+    threshold, as every model here). ``use_counts``: the attacker sees the released counts
+    (a CONTROLLED caller with count granularity); without, the flag and the answer.
+    """
+    flags = np.asarray(release.flags)
+    shape = flags.shape
+    pi = np.broadcast_to(np.clip(np.asarray(pi, dtype=np.float64), min_pi, 1.0), shape).ravel()
+    beta = np.broadcast_to(np.asarray(beta, dtype=np.float64), shape).ravel()
+    base = np.zeros(shape) if shift is None else np.broadcast_to(np.asarray(shift, dtype=np.float64), shape)
+    base = base.ravel()
+    f, a, v = flags.ravel(), np.asarray(release.answers).ravel(), np.asarray(release.counts).ravel()
+    out = np.zeros(f.size)
+    asked = np.flatnonzero(f >= 0)
+    for start in range(0, asked.size, CHUNK):
+        i = asked[start : start + CHUNK]
+        k, member, non = count_pmfs(pi[i], n, miss)
+        lik = defence.observation_likelihood(
+            base[i, None] + k[None, :],
+            beta[i, None],
+            f[i, None],
+            a[i, None],
+            v[i, None],
+            use_counts=use_counts,
+        )
+        p_member = np.einsum("ij,ij->i", member, lik)
+        p_non = np.einsum("ij,ij->i", non, lik)
+        out[i] = np.log(np.maximum(p_member, 1e-300)) - np.log(np.maximum(p_non, 1e-300))
+    # rounded as :func:`mbeacon.attack.tracker.difference_scores` rounds: the same scores on every worker
+    return np.round(out, 9).reshape(shape)
 
 
 def lrt_scores(answers: np.ndarray, p_member: np.ndarray, p_nonmember: np.ndarray) -> np.ndarray:

@@ -30,8 +30,15 @@ from mbeacon.store.priors import Prior
 
 STRATEGIES = ("pooled", "prior")
 #: The attackers: ``rarest`` asks this module's plan; ``tracker`` (:mod:`mbeacon.attack.tracker`)
-#: searches, around the same planned intervals, for ranges holding T - 1 patients.
-ATTACKERS = ("rarest", "tracker")
+#: searches, around the same planned intervals, for ranges holding T - 1 patients. ``flag`` and
+#: ``count`` score the rarest plan's answers on the whole response of the defences whose flag the
+#: answer does not determine (``answeredFrom`` and the answer; ``count`` also the released count).
+#: ``boundary`` (:mod:`mbeacon.attack.boundary`) asks, for those defences, ranges at the DMPs where
+#: their decision margin is just reached.
+ATTACKERS = ("rarest", "tracker", "flag", "count", "boundary")
+#: The attackers ``mbeacon attack live`` runs (its ``rarest`` reads whole responses, as ``flag`` and
+#: ``count`` do; the boundary attacker needs a fresh account per victim to be worth running).
+LIVE_ATTACKERS = ("rarest", "tracker")
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,13 @@
 
 Every attacker of :data:`~mbeacon.attack.planning.ATTACKERS` runs on the setting (``rarest``: the
 likelihood-ratio attack on the rarest ranges around the victim's value; ``tracker``: the
-threshold-aware tracker of :mod:`mbeacon.attack.tracker`), and each row reports the strongest one's
-AUC as ``auc`` and its name as ``attacker``, with every attacker's own AUC beside it
-(``auc_rarest``, ``auc_tracker``).
+threshold-aware tracker of :mod:`mbeacon.attack.tracker`; ``flag`` and ``count``: the rarest plan's
+answers scored on the whole response, for the defences whose flag the answer does not determine;
+``boundary``: for those defences, ranges where their decision margin is just reached,
+:mod:`mbeacon.attack.boundary`),
+and each row reports the strongest one's AUC as ``auc`` and its name as ``attacker``, with every
+attacker's own AUC beside it (``auc_rarest``, ``auc_tracker``, ``auc_flag``, ``auc_count``,
+``auc_boundary``; null where an attacker does not apply).
 
 Vectorised over victims and repetitions: a repetition is a fresh draw of the defence's randomness
 (every victim's queries go through its own account, as if the attacker opened one per victim, which
@@ -18,12 +22,13 @@ from dataclasses import asdict
 
 import numpy as np
 
-from mbeacon.attack.defences import Defence
-from mbeacon.attack.lrt import lrt_scores, observation_probabilities
+from mbeacon.attack.defences import FULL_OBSERVED, Defence
+from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_log_ratios
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
 from mbeacon.attack.planning import ATTACKERS
 from mbeacon.attack.scenario import Scenario, Workload
-from mbeacon.attack.tracker_eval import tracker_scores
+from mbeacon.attack.shared import copied_view, shared_rng, shared_view, uses_ledger
+from mbeacon.attack.tracker_eval import boundary_scores, tracker_scores
 from mbeacon.privacy.noise import as_source
 from mbeacon.privacy.online_pmw import online_pmw_batch
 from mbeacon.privacy.svt2 import svt2_release
@@ -98,6 +103,7 @@ def evaluate_setting(
     seed: int | list[int],
     adaptive_bound: float | None = None,
     attackers: tuple[str, ...] | list[str] = ATTACKERS,
+    shared: bool = False,
 ) -> list[dict]:
     """One result row per query count: attack AUC and TPR at 1% FPR (means over repetitions), ROC,
     utility on both workloads, positives spent per 1,000 attack queries and the share refused.
@@ -106,6 +112,10 @@ def evaluate_setting(
     AUC at that query count among the attackers that have scored something by then; ``attacker``
     names it); ``burn_per_1000``, ``refused`` and ``queries_asked`` describe the ``rarest``
     attacker's stream.
+
+    ``shared``: also the deployment view (:mod:`mbeacon.attack.shared`): the attacker and honest
+    researchers in one ``global`` ledger, its figures under the ``*_shared`` keys of every row (the
+    grid asks for it by default, ``EvaluationConfig.shared_view``; a lone call does not).
     """
     unknown = sorted(set(attackers) - set(ATTACKERS))
     if unknown or not attackers:
@@ -117,7 +127,12 @@ def evaluate_setting(
     beta = scenario.beta
     p_member, p_non = observation_probabilities(defence, scenario.plan.pi, beta, scenario.n, scenario.miss)
     streams = np.broadcast_to(scenario.alpha, (reps, *scenario.alpha.shape)).reshape(-1, scenario.queries)
-    observations = defence.release(streams, np.tile(beta, (reps, 1)), rng).reshape(reps, scenario.victims, -1)
+    full = (
+        defence.release_all(streams, np.tile(beta, (reps, 1)), rng) if defence.name in FULL_OBSERVED else None
+    )
+    observations = (
+        full.answers if full is not None else defence.release(streams, np.tile(beta, (reps, 1)), rng)
+    ).reshape(reps, scenario.victims, -1)
     scores = lrt_scores(observations, p_member, p_non)
     asked = np.full(scores.shape[:-1], scenario.queries)
     if adaptive_bound is not None:
@@ -134,11 +149,30 @@ def evaluate_setting(
     by_attacker = {"rarest": scores} if "rarest" in attackers else {}
     if "tracker" in attackers:  # after everything above, so the rarest attacker's figures do not move
         by_attacker["tracker"] = tracker_scores(scenario, defence, repetitions=reps, rng=rng)[0]
+    for name in ("flag", "count"):  # the rarest plan's release read whole (no randomness drawn)
+        if name in attackers and full is not None:
+            steps = release_log_ratios(
+                defence,
+                np.tile(scenario.plan.pi, (reps, 1)),
+                np.tile(beta, (reps, 1)),
+                full,
+                scenario.n,
+                scenario.miss,
+                use_counts=name == "count",
+            )
+            scores_of = np.cumsum(steps, axis=-1).reshape(reps, scenario.victims, -1)
+            if adaptive_bound is not None:
+                scores_of = adaptive_stop(scores_of, adaptive_bound)[0]
+            by_attacker[name] = scores_of
     # last, so that adding it moved no other figure
     exploration = scenario.exploration
     common["utility_exploration"] = (
         None if exploration is None else utility(defence, exploration, utility_runs, rng)
     )
+    if "boundary" in attackers:  # its own accounts, after everything above (no other figure moves)
+        found = boundary_scores(scenario, defence, repetitions=reps, rng=rng)
+        if found is not None:
+            by_attacker["boundary"] = found
     rows = []
     for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
         each = {name: [auc(s[r, :, q - 1], labels) for r in range(reps)] for name, s in by_attacker.items()}
@@ -169,4 +203,20 @@ def evaluate_setting(
                 "roc_tpr": tpr,
             }
         )
+    if shared:  # last, from its own generator: the Sybil view's figures do not move
+        if uses_ledger(defence):
+            view = shared_view(
+                scenario,
+                defence,
+                [row["queries"] for row in rows],
+                repetitions=reps,
+                p_member=p_member,
+                p_non=p_non,
+                rng=shared_rng(seed),
+            )
+            for row in rows:
+                row.update(view[row["queries"]])
+        else:
+            for row in rows:
+                row.update(copied_view(row))
     return rows

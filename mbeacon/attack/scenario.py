@@ -69,6 +69,11 @@ class Scenario:
     cohort_rows: np.ndarray | None = None
     prior: Prior | None = None
     exploration: Workload | None = None
+    #: The attacker's measurements (victims x the cohort's probes, NaN unknown) and their noise sd, for
+    #: attackers that plan from the victims' values themselves (:mod:`mbeacon.attack.boundary`).
+    profiles: np.ndarray | None = None
+    noise_sd: float | None = None
+    missing: float = 0.0
 
     @cached_property
     def beta(self) -> np.ndarray:
@@ -128,6 +133,9 @@ def build_scenario(
         cohort_rows=cohort_rows,
         prior=prior,
         exploration=exploration_workload(cohort, prior, prior_rows, rng),
+        profiles=np.asarray(victims, dtype=np.float64),
+        noise_sd=float(noise_sd),
+        missing=float(missing),
     )
 
 

@@ -76,7 +76,8 @@ class Differences:
 
     ``run``, ``step`` (0-based query index within the run), ``column`` (index into the targets),
     ``believed`` (``r``, the count the attacker believes ``R`` holds), ``lo``/``hi`` (the range
-    asked, in true coordinates) and ``observation`` (1, 0, -1).
+    asked, in true coordinates) and ``observation`` (1, 0, -1; for the defences whose response carries
+    more, rows of ``(flag, answer, count, compared count)``: see :mod:`mbeacon.attack.tracker_eval`).
     """
 
     run: np.ndarray
@@ -218,7 +219,7 @@ class TrackerSearch:
                     self.believed[runs[tested]].copy(),
                     lo[tested],
                     hi[tested],
-                    observations[tested].astype(np.int8),
+                    observations[tested],
                 )
             )
         next_probe |= tested
@@ -280,6 +281,11 @@ def difference_scores(
     yes = np.log(p_member) - np.log(p_non)
     no = np.log1p(-p_member) - np.log1p(-p_non)
     step = np.where(obs == 1, yes, np.where(obs == 0, no, 0.0))
+    return accumulate(tests, step, runs, queries)
+
+
+def accumulate(tests: Differences, step: np.ndarray, runs: int, queries: int) -> np.ndarray:
+    """The test queries' log-likelihood ratios ``step`` summed per run, runs x queries, cumulative."""
     # The probabilities' last bit depends on how the vectorised sums were laid out in memory (a Dask
     # worker and a local process differ); under heavy noise every step is tiny and victims nearly
     # tie, so that bit could reorder them. Rounded steps make the scores the same everywhere.

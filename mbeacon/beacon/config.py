@@ -26,6 +26,10 @@ MIN_SVT_EPSILON = 1e-6
 ORIGIN_PATTERN = r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
 
 
+#: The mechanisms whose TOPs release a noisy count paid by ``release_share`` (epsilon3).
+RELEASING = ("svt2-noisy", "online-pmw")
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the source and the field."""
 
@@ -35,7 +39,7 @@ class DatasetPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mechanism: Literal["svt2", "svt2-margin", "svt2-noisy", "none"] = "svt2"
+    mechanism: Literal["svt2", "svt2-margin", "svt2-noisy", "online-pmw", "none"] = "svt2"
     allow_unprotected: bool = False
     epsilon: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
     c: int = Field(5, ge=1, le=100_000)
@@ -52,8 +56,10 @@ class DatasetPolicy(BaseModel):
     #: svt2-margin / svt2-noisy: how far above / below T the thresholds of SVT²'s two tests sit (patients).
     margin_above: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
     margin_below: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-    #: svt2-noisy: the share of epsilon spent on the noisy counts that answer TOPs (epsilon3).
+    #: svt2-noisy / online-pmw: the share of epsilon spent on the noisy counts that answer TOPs (epsilon3).
     release_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
+    #: online-pmw: how clearly (patients) the data must disagree with the synthetic answer for a TOP.
+    margin: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _consistent(self) -> DatasetPolicy:
@@ -78,8 +84,8 @@ class DatasetPolicy(BaseModel):
 
     @property
     def effective_release_share(self) -> float:
-        """epsilon3 / epsilon: ``release_share`` (default 1/3) with svt2-noisy, else 0."""
-        if self.mechanism != "svt2-noisy":
+        """epsilon3 / epsilon: ``release_share`` (default 1/3) with svt2-noisy and online-pmw, else 0."""
+        if self.mechanism not in RELEASING:
             return 0.0
         return 1 / 3 if self.release_share is None else self.release_share
 
@@ -92,13 +98,27 @@ def _check_sanitiser_keys(policy: DatasetPolicy) -> None:
         key = "margin_above" if policy.margin_above else "margin_below"
         raise ValueError(
             f"{key} applies to mechanism 'svt2-margin' or 'svt2-noisy', not {policy.mechanism!r}"
+            + (" (online-pmw has one margin: set margin)" if policy.mechanism == "online-pmw" else "")
         )
-    if policy.release_share is not None and policy.mechanism != "svt2-noisy":
-        raise ValueError(f"release_share applies to mechanism 'svt2-noisy', not {policy.mechanism!r}")
-    if policy.mechanism == "svt2-noisy" and policy.count_epsilon > 0:
+    if policy.margin and policy.mechanism != "online-pmw":
         raise ValueError(
-            "count_epsilon must be 0 with mechanism 'svt2-noisy': its TOP answers release their own "
-            "noisy count, paid by release_share"
+            f"margin applies to mechanism 'online-pmw', not {policy.mechanism!r}"
+            + (" (use margin_above and margin_below)" if policy.mechanism in ("svt2-margin", "svt2-noisy")
+               else "")
+        )  # fmt: skip
+    if policy.release_share is not None and policy.mechanism not in RELEASING:
+        raise ValueError(
+            f"release_share applies to mechanism 'svt2-noisy' or 'online-pmw', not {policy.mechanism!r}"
+        )
+    if policy.mechanism in RELEASING and policy.count_epsilon > 0:
+        raise ValueError(
+            f"count_epsilon must be 0 with mechanism {policy.mechanism!r}: its TOP answers release their "
+            "own noisy count, paid by release_share"
+        )
+    if policy.mechanism == "online-pmw" and policy.variant != "single":
+        raise ValueError(
+            "variant 'redraw' applies to the SVT² mechanisms; online-pmw draws one noisy threshold "
+            "for the account's whole stream"
         )
 
 

@@ -25,23 +25,27 @@ transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExh
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mbeacon.beacon import pmw_state
 from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
-from mbeacon.beacon.config import TIERS, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.config import TIERS, ConfigError, DatasetPolicy, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
 from mbeacon.beacon.holders import budget_holder
 from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
-from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED
+from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED, Run
 from mbeacon.beacon.mechanisms import run as run_mechanism
+from mbeacon.beacon.pmw_state import PMWQuery, PMWUpdate
 from mbeacon.beacon.query import MethylationQuery, QueryError
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.privacy.noise import lattice_laplace
@@ -53,6 +57,8 @@ from mbeacon.store.probe_ids import case_hint
 
 #: Cohort rows per block when the prior's position of every row is looked up (bounds the decoded ids).
 _INDEX_BLOCK = 65_536
+#: ``online-pmw``: the recorded histogram updates of the given probes, read under the account's lock.
+LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
 SETTLE_NS = 1_000_000_000
 
@@ -139,6 +145,7 @@ class _Work:
     alpha: list[float]
     beta: list[float]
     audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
+    ranges: list[tuple[float, float]] = field(default_factory=list)  # [lo, hi] of each query
 
 
 _json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
@@ -249,9 +256,25 @@ class AnswerEngine:
             self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
             if policy.mechanism in SANITISED:
                 self._prior_rows(dataset)
+            if policy.mechanism == "online-pmw":
+                self._pmw_servable(dataset)
+
+    def _pmw_servable(self, dataset: str) -> None:
+        """``online-pmw`` is served at sensitivity 1 only: its audited step adds noise for counts that
+        move by one patient, so a dataset whose patients give several samples is refused."""
+        bound = self.sensitivity(dataset).bound
+        if bound > 1:
+            raise ConfigError(
+                f"dataset {dataset!r}: mechanism 'online-pmw' needs one counted sample per patient "
+                f"(contribution bound 1), but this dataset is served at contribution bound {bound}; "
+                "set contribution_bound = 1 in its table (each patient's first sample counts) or "
+                "choose another mechanism"
+            )
 
     def new_params(self, dataset: str) -> AccountParams:
         policy = self.config.policy(dataset)
+        if policy.mechanism == "online-pmw":
+            self._pmw_servable(dataset)
         return AccountParams.from_policy(policy, sensitivity=self.sensitivity(dataset).bound)
 
     # --- answering -----------------------------------------------------------------------------
@@ -379,7 +402,8 @@ class AnswerEngine:
         version = cohort.info.checksum[:16]
         keys = [_query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
         texts = [_audit_text(q, p, granularity) for p, q in zip(probes, qs, strict=True)]
-        return _Work(dataset, policy, indices, keys, probes, alpha, beta, texts)
+        ranges = [(q.lo, q.hi) for q in qs]
+        return _Work(dataset, policy, indices, keys, probes, alpha, beta, texts, ranges)
 
     @staticmethod
     def _alpha(cohort: Cohort, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -467,7 +491,12 @@ class AnswerEngine:
                     account, cached = self.ledger.lock_account_and_answers(
                         tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
                     )
-                    released, new_rows, state_after = self._release(account, w, cached, returned)
+                    updates: LoadUpdates | None = None
+                    if account.params.mechanism == "online-pmw":  # read under the lock just taken
+                        updates = functools.partial(self.ledger.pmw_updates, tx, holder, w.dataset)
+                    released, new_rows, state_after, pmw_new = self._release(
+                        account, w, cached, returned, updates
+                    )
                     if (
                         account.exhausted
                         and w.policy.on_exhausted == "refuse"
@@ -475,6 +504,8 @@ class AnswerEngine:
                     ):
                         raise _Rollback(w.dataset, account.budget())
                     self.ledger.save_account(tx, account, state_after)
+                    if pmw_new:  # one update per positive spent, under the same lock and commit
+                        self.ledger.store_pmw_updates(tx, account, pmw_new)
                     self.ledger.store_answers(tx, holder, w.dataset, new_rows)
                     audit += [
                         AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
@@ -526,9 +557,35 @@ class AnswerEngine:
             return "count"
         return "boolean"
 
+    def _decide(
+        self, account: Account, w: _Work, fresh: list[int], load_updates: LoadUpdates | None
+    ) -> tuple[Run, list[PMWUpdate]]:
+        """The account's mechanism run over the fresh queries ``fresh`` (indices into ``w``) in order,
+        and, for ``online-pmw``, the histogram updates its TOPs released (one per positive spent)."""
+        alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
+        params = account.params
+        if params.mechanism != "online-pmw":
+            return run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta), []
+        assert load_updates is not None
+        probes = [str(w.probes[j]) for j in fresh]
+        pmw = params.online_pmw(self.cohort(w.dataset).n_patients)
+        queries = [PMWQuery(p, w.ranges[j][0], w.ranges[j][1], int(alpha[n]))
+                   for n, (p, j) in enumerate(zip(probes, fresh, strict=True))]  # fmt: skip
+
+        def mass(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            return self._probability(w.dataset, ids, lo, hi)
+
+        decided = pmw_state.run(
+            pmw, account.state.z1, account.state.count, queries, load_updates(probes), mass
+        )
+        state = SVT2State(account.state.z1, account.state.z2, decided.count)
+        run = Run(decided.flags, list(decided.answers), list(decided.counts), state)
+        return run, decided.updates
+
     def _release(
-        self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str
-    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State]:
+        self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str,
+        load_updates: LoadUpdates | None = None,
+    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, list[PMWUpdate]]:  # fmt: skip
         released: list[Answer | None] = [None] * len(w.keys)
         fresh: list[int] = []
         first_of: dict[str, int] = {}
@@ -544,16 +601,16 @@ class AnswerEngine:
                 fresh.append(j)
         state = account.state
         new_rows: list[tuple[str, CachedAnswer]] = []
+        pmw_new: list[PMWUpdate] = []
         if fresh:
             alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-            params = account.params
-            decided = run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta)
+            decided, pmw_new = self._decide(account, w, fresh, load_updates)
             flags, state = decided.flags, decided.state
             noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
             for n, j in enumerate(fresh):
                 exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
-                if decided.answers[n] is not None:  # svt2-noisy: a TOP answered by its noisy count
-                    exists = bool(decided.answers[n])
+                if decided.answers[n] is not None and source != "refused":
+                    exists = bool(decided.answers[n])  # svt2-noisy's TOP, online-pmw's every answer
                 count = None
                 if granularity == "count" and source != "refused":
                     count = noisy[n] if (source == "data" and noisy is not None) else round(beta[n])
@@ -570,7 +627,7 @@ class AnswerEngine:
                 assert first is not None
                 released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], first.exists,
                                      first.answered_from, first.count, cached=True)  # fmt: skip
-        return [a for a in released if a is not None], new_rows, state
+        return [a for a in released if a is not None], new_rows, state, pmw_new
 
     def budget_of(self, principal: Principal, dataset: str) -> dict:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""
@@ -595,6 +652,7 @@ class AnswerEngine:
             "marginAbove": params.margin_above,
             "marginBelow": params.margin_below,
             "epsilon3": params.epsilon3,
+            "margin": params.margin,
         }
 
 

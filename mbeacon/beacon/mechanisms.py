@@ -9,15 +9,25 @@ and audited identically whatever the mechanism:
   sit ``margin_above`` above and ``margin_below`` below ``T`` (a TOP still flips the prior's answer);
 - ``svt2-noisy``: SVT²'s test with the same margins, and on a TOP the answer is a fresh noisy count
   ``v = alpha + Lap(c b / epsilon3)`` compared with ``T``; ``v`` (rounded, at least 0) is the count a
-  CONTROLLED caller gets with count granularity.
+  CONTROLLED caller gets with count granularity;
+- ``online-pmw``: Online Private Multiplicative Weights started at the public prior
+  (:mod:`mbeacon.privacy.online_pmw`, served by :mod:`mbeacon.beacon.pmw_state`): the test compares
+  the data with the account's *synthetic* answer (the prior as updated by the account's earlier
+  released counts at the probe) with one ``margin``; a BOT releases the synthetic answer and count
+  (free), a TOP a fresh noisy count ``v = alpha + Lap(c / epsilon3)`` and records the update it
+  makes. Its state is SVT²'s row (its one noisy threshold in ``z1``) plus the updates; it is run by
+  the engine, which reads the updates under the account's lock, not by :func:`run`.
 
 Privacy cost (per account, at most ``c`` positives): ``svt2`` and ``svt2-margin`` cost SVT²'s
 ``2 (eps1 + eps2)`` (``2 (c eps1 + eps2)`` with ``redraw``) plus ``count_epsilon`` for noisy counts;
 ``svt2-noisy`` adds ``epsilon3`` instead (:func:`mbeacon.privacy.accounting.svt2_spent`, proofs in the
-modules named above and docs/privacy.md). The release noise of ``svt2-noisy`` is drawn on the integer
-lattice, as the service's other noisy counts are: the served counts are integers whatever the
-contribution bound ``b``, and an integer shift of at most ``b`` under noise of scale ``c b /
-epsilon3`` costs at most ``epsilon3 / c``, the bound the module's proof uses.
+modules named above and docs/privacy.md); ``online-pmw`` costs ``eps1 + eps2 + eps3 = epsilon``
+however many queries (:func:`mbeacon.privacy.accounting.online_pmw_spent`), at contribution bound 1
+only (the engine refuses it at start-up on a dataset served at a larger bound). The release noise
+of ``svt2-noisy`` is drawn on the integer lattice, as the service's other noisy counts are: the
+served counts are integers whatever the contribution bound ``b``, and an integer shift of at most
+``b`` under noise of scale ``c b / epsilon3`` costs at most ``epsilon3 / c``, the bound the
+module's proof uses.
 """
 
 from __future__ import annotations
@@ -33,9 +43,9 @@ from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_step
 from mbeacon.privacy.svt2_noisy import SVT2NoisyParams
 
 #: The mechanisms that answer through SVT²'s state and spend a budget (everything but ``none``).
-SANITISED: frozenset[str] = frozenset({"svt2", "svt2-margin", "svt2-noisy"})
-#: The mechanisms whose TOP answers carry their own noisy count (no ``count_epsilon`` needed).
-RELEASES_COUNTS: frozenset[str] = frozenset({"svt2-noisy"})
+SANITISED: frozenset[str] = frozenset({"svt2", "svt2-margin", "svt2-noisy", "online-pmw"})
+#: The mechanisms whose answers carry their own count (no ``count_epsilon`` needed).
+RELEASES_COUNTS: frozenset[str] = frozenset({"svt2-noisy", "online-pmw"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ def run(mechanism: str, params: SVT2Params, state: SVT2State, alpha: list[float]
     """
     n = len(alpha)
     none: list = [None] * n
+    if mechanism == "online-pmw":
+        raise ValueError("online-pmw needs its histogram updates: it is run by mbeacon.beacon.pmw_state")
     if mechanism not in SANITISED:
         return Run([0] * n, none, list(none), state)
     if mechanism == "svt2":

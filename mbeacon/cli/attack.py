@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.attack.planning import ATTACKERS, STRATEGIES
+from mbeacon.attack.planning import LIVE_ATTACKERS, STRATEGIES
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress
 from mbeacon.cli.lazy_group import HELP_OPTIONS
@@ -289,7 +289,7 @@ def _answers_line(result: LiveResult) -> str:
 )
 @click.option(
     "--attacker",
-    type=click.Choice(("auto", *ATTACKERS)),
+    type=click.Choice(("auto", *LIVE_ATTACKERS)),
     default="auto",
     show_default=True,
     help="rarest: the rarest ranges around each value; tracker: ranges holding T - 1 patients plus the "

@@ -1,11 +1,11 @@
-"""``mbeacon budget``: show, set and reset privacy budgets, and advise a dataset's SVT² parameters.
+"""``mbeacon budget``: show, set and reset privacy budgets, and advise a dataset's mechanism and parameters.
 
 ``show``, ``set`` and ``reset`` read and change the ledger (every change is written to its audit log).
-``advise`` recommends a dataset's SVT² parameters from its public size and prior: the work is in
-:mod:`mbeacon.attack.advisor`; here the options are parsed, progress is shown on stderr, and the
-ranked table and the ready-to-paste TOML are printed, with ``frontier.png`` and ``advice.json``
-written. Its exit status: 0 with a recommendation, 1 when no setting of the grid meets the target,
-2 on bad input.
+``advise`` recommends a dataset's mechanism and parameters from its public size and prior, across
+every mechanism the service serves: the work is in :mod:`mbeacon.attack.advisor`; here the options
+are parsed, progress is shown on stderr, and the ranked table and the dataset policy's TOML, to paste
+verbatim, are printed, with ``frontier.png`` and ``advice.json`` written. Its exit status: 0 with a
+recommendation, 1 when no setting of the grid meets the target, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _store_datasets(config) -> list[str]:
 
 # --- advise ---------------------------------------------------------------------------------------
 
-#: Rows of the SVT² table printed (every setting is in advice.json).
+#: Rows of the settings table printed (every setting is in advice.json).
 TABLE_ROWS = 15
 
 
@@ -158,28 +158,55 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _table(title: str, rows: list, target: float) -> Table:
+def _setting(c) -> str:
+    """The mechanism as the policy names it, with the variant where there is one."""
+    if c.mechanism is None:
+        return c.defence
+    return f"{c.mechanism} {c.variant}" if c.is_svt2 else c.mechanism
+
+
+def _table(title: str, rows: list, min_random: float, min_discovery: float) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in ("#", "defence", "epsilon", "c", "T", "AUC@Q", "worst AUC ± sd", "at", "risk", "discovery",
-                 "random", "burn/1k"):  # fmt: skip
-        table.add_column(name, justify="left" if name == "defence" else "right", no_wrap=True)
+    for name in ("#", "mechanism", "eps", "c", "T", "margin", "r", "worst AUC ± sd", "at", "by", "risk",
+                 "discovery", "random", "explore", "burn/1k"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("mechanism", "by") else "right", no_wrap=True)
     for i, c in enumerate(rows, 1):
-        colour = "green" if c.meets_target else "red"
+        risk = "green" if c.meets_target else "red"
+        random = "green" if (c.utility_random or 0) >= min_random else "red"
+        discovery = "green" if (c.utility_discovery or 0) >= min_discovery else "red"
         table.add_row(
             str(i),
-            c.variant or c.defence,
+            _setting(c),
             "-" if c.epsilon is None else f"{c.epsilon:g}",
             "-" if c.c is None else str(c.c),
             str(c.threshold),
-            _number(c.auc),
+            "-" if c.margin is None else f"{c.margin:g}",
+            "-" if c.release_share is None else f"{c.release_share:.3g}",
             f"{c.worst_auc:.3f} ± {c.worst_auc_sd:.3f}",
             str(c.worst_queries),
-            f"[{colour}]{c.risk:.3f}[/]",
-            _number(c.utility_discovery),
-            _number(c.utility_random),
+            c.attacker or "-",
+            f"[{risk}]{c.risk:.3f}[/]",
+            f"[{discovery}]{_number(c.utility_discovery)}[/]",
+            f"[{random}]{_number(c.utility_random)}[/]",
+            _number(c.utility_exploration),
             _number(c.burn_per_1000, 0),
         )
     return table
+
+
+def _mechanisms(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    """``--mechanisms svt2,online-pmw``: a comma-separated subset of the served mechanisms."""
+    from mbeacon.attack.advisor import MECHANISMS
+
+    if value is None:
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    unknown = [n for n in names if n not in MECHANISMS]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"{', '.join(unknown) or 'none given'}: choose among {', '.join(MECHANISMS)} (comma-separated)"
+        )
+    return names
 
 
 def _run(store: Path, dataset: str, prior: str | None, service_config: Any, config, workers: int | None):
@@ -266,6 +293,34 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
     "the real cohort's DMPs are unknown). [default: 0.02, as the simulation]",
 )
 @click.option(
+    "--mechanisms",
+    callback=_mechanisms,
+    default=None,
+    metavar="LIST",
+    help="Comma-separated mechanisms to compare, among svt2, svt2-margin, svt2-noisy, online-pmw. "
+    "[default: all]",
+)
+@click.option(
+    "--max-epsilon",
+    type=FiniteFloatRange(min=0, min_open=True),
+    default=None,
+    help="Leave out settings whose per-account epsilon is larger. [default: none left out]",
+)
+@click.option(
+    "--min-random",
+    type=FiniteFloatRange(0.0, 1.0),
+    default=0.97,
+    show_default=True,
+    help="Random-query utility a setting must reach to rank first (among those meeting the AUC target).",
+)
+@click.option(
+    "--min-discovery",
+    type=FiniteFloatRange(0.0, 1.0),
+    default=0.75,
+    show_default=True,
+    help="Discovery utility a setting must reach to rank first (among those meeting the AUC target).",
+)
+@click.option(
     "--seed", type=int, default=1, show_default=True, help="Seed of the synthetic cohort and noise."
 )
 @click.option(
@@ -284,18 +339,25 @@ def advise(
     out_dir: Path | None,
     probes: int | None,
     dmp_fraction: float | None,
+    mechanisms: tuple[str, ...] | None,
+    max_epsilon: float | None,
+    min_random: float,
+    min_discovery: float,
     seed: int,
     quick: bool,
     workers: int | None,
     as_json: bool,
 ) -> None:
-    """Recommend epsilon, c, T and the SVT² variant for a dataset, from public inputs only.
+    """Recommend a dataset's mechanism and parameters, from public inputs only.
 
-    Simulates the membership-inference attack on a synthetic cohort of the dataset's size N drawn
-    from its prior (both public; the cohort's beta values are never opened), over a grid of SVT²
-    settings, and recommends the one with the highest discovery utility whose attack AUC plus its sd
-    stays under --target-auc at up to --queries queries per victim. Prints the ranked settings and a
-    [datasets.ID] table for the service configuration; writes frontier.png. See docs/advisor.md.
+    Simulates the membership-inference attacks (rarest ranges and the tracker) on a synthetic cohort
+    of the dataset's size N drawn from its prior (both public; the cohort's beta values are never
+    opened), over a grid of settings of every served mechanism (SVT², SVT² with margins, SVT² with a
+    noisy release, Online PMW). Among the settings whose strongest attack AUC plus its sd stays under
+    --target-auc at up to --queries queries per victim, those reaching --min-random and
+    --min-discovery rank first; then by discovery, random-query and exploration utility and the
+    smaller epsilon. Prints the ranked settings and the [datasets.ID] table of the dataset policy;
+    writes frontier.png and advice.json. See docs/advisor.md.
     """
     from mbeacon.attack.advisor import AdvisorConfig, plot_frontier
     from mbeacon.store.errors import DataError
@@ -306,13 +368,19 @@ def advise(
             raise click.UsageError("give --store STORE (or --config FILE, whose store is used)")
         store = Path(service_config.store)
     base = AdvisorConfig.quick if quick else AdvisorConfig
-    chosen = {"probes": probes, "dmp_fraction": dmp_fraction}
-    config = base(
-        target_auc=target_auc,
-        queries=queries,
-        seed=seed,
-        **{k: v for k, v in chosen.items() if v is not None},
-    )
+    chosen = {"probes": probes, "dmp_fraction": dmp_fraction, "mechanisms": mechanisms}
+    try:
+        config = base(
+            target_auc=target_auc,
+            queries=queries,
+            seed=seed,
+            min_random=min_random,
+            min_discovery=min_discovery,
+            max_epsilon=max_epsilon,
+            **{k: v for k, v in chosen.items() if v is not None},
+        )
+    except ValueError as error:  # e.g. --max-epsilon below every epsilon of the grid
+        raise click.UsageError(str(error)) from None
     try:
         advice = _run(store, dataset, prior, service_config, config, workers)
     except DataError as error:
@@ -326,8 +394,9 @@ def advise(
 
     console = Console(stderr=as_json)
     if not console.is_terminal:
-        console = Console(stderr=as_json, width=max(console.width, 120))
+        console = Console(stderr=as_json, width=max(console.width, 160))
     good = [c for c in advice.settings if c.meets_target]
+    corner = [c for c in good if c.meets_utility]
     shown = advice.settings[:TABLE_ROWS]
     console.print(
         f"[bold]{dataset}[/]: N = {advice.patients}, prior {advice.prior} v{advice.prior_version} "
@@ -337,22 +406,24 @@ def advise(
         f"{advice.seconds:.0f} s"
     )
     title = (
-        f"SVT² settings, best first ({len(good)} of {len(advice.settings)} meet risk = worst AUC "
-        f"+ {config.margin_sd:g} sd <= {target_auc:g} at up to {queries} queries)"
+        f"Settings of {', '.join(config.mechanisms)}, best first: {len(good)} of {len(advice.settings)} "
+        f"meet risk = worst AUC + {config.margin_sd:g} sd <= {target_auc:g} at up to {queries} queries, "
+        f"{len(corner)} of them also discovery >= {min_discovery:g} and random >= {min_random:g}"
     )
-    console.print(_table(title, shown, target_auc))
+    console.print(_table(title, shown, min_random, min_discovery))
     if len(advice.settings) > len(shown):
         console.print(f"  ... {len(advice.settings) - len(shown)} more in {out_dir / 'advice.json'}")
-    console.print(_table("For comparison (not SVT²)", advice.comparisons, target_auc))
+    console.print(_table("For comparison (not served)", advice.comparisons, min_random, min_discovery))
     for warning in advice.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     rec = advice.recommendation
     if rec is not None:
         console.print(
             f"[bold green]Recommendation:[/] {rec.label}: attack AUC {rec.worst_auc:.3f} ± "
-            f"{rec.worst_auc_sd:.3f} (target {target_auc:g}), discovery utility "
-            f"{_number(rec.utility_discovery)}, random-query utility {_number(rec.utility_random)}. "
-            "Paste into the service configuration:"
+            f"{rec.worst_auc_sd:.3f} ({rec.attacker} attacker; target {target_auc:g}), discovery utility "
+            f"{_number(rec.utility_discovery)}, random-query utility {_number(rec.utility_random)}, "
+            f"exploration utility {_number(rec.utility_exploration)}. "
+            "The dataset policy, to paste into the service configuration:"
         )
         console.print(advice.toml(), markup=False, highlight=False, soft_wrap=True)
     else:

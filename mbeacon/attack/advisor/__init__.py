@@ -1,13 +1,14 @@
-"""The budget advisor: which SVT² parameters to give a dataset, chosen from public inputs only.
+"""The budget advisor: which mechanism and parameters to give a dataset, chosen from public inputs only.
 
-An operator about to publish a cohort asks: which epsilon, c, threshold T and variant keep the
-membership-inference attack of :mod:`mbeacon.attack.lrt` below a target AUC after ``Q`` queries per
-victim, while answering as many *discovery* queries (where the cohort differs from the prior) as
-possible? :func:`advise` answers by simulation, on a synthetic cohort built from what the beacon
-publishes anyway:
+An operator about to publish a cohort asks: which mechanism (plain SVT², SVT² with decision margins,
+SVT² with a noisy release on TOP, Online PMW from the prior) and which epsilon, c, threshold T,
+variant, margins and release share keep the membership-inference attacks of :mod:`mbeacon.attack`
+below a target AUC after ``Q`` queries per victim, while answering as many *discovery* queries (where
+the cohort differs from the prior) and ordinary *random* queries as possible? :func:`advise` answers
+by simulation, on a synthetic cohort built from what the beacon publishes anyway:
 
 * the cohort size ``N`` (``/api/datasets`` publishes it) and the dataset's probe ids (the platform);
-* the population prior (public by design: SVT² compares every count with it).
+* the population prior (public by design: every mechanism compares the counts with it).
 
 It never opens the cohort's beta values (:class:`~mbeacon.store.cohorts.Cohort` is used for its
 metadata only), so the advice releases nothing about the patients and can be shared. What it cannot
@@ -24,15 +25,19 @@ The synthetic world (:func:`synthetic_scenario`):
    simulation) and the spread follows the prior's own sd-by-mean relation;
 3. the members' values, with ``missing`` of them NaN, are the cohort; the victims are ``V`` members and
    the ``V`` non-members, re-measured (``+ N(0, noise^2)``, clipped to [0, 1]);
-4. :func:`~mbeacon.attack.scenario.build_scenario` plans the pooled attack and the two workloads, with
-   the prior itself as the beacon's prior.
+4. :func:`~mbeacon.attack.scenario.build_scenario` plans the pooled attack and the three researcher
+   workloads (random, discovery, exploration), with the prior itself as the beacon's prior.
 
-Then :func:`~mbeacon.attack.evaluate.run_grid` evaluates every SVT² setting of the grid (both
-variants x epsilon x c x T), plus small-count suppression and noisy counts for comparison, and
-:func:`rank` picks the recommendation: among the SVT² settings whose *risk* (the highest mean AUC
-over the query counts up to ``Q``, since an attacker may stop early, plus ``margin_sd`` times its sd
-across repetitions) is at most the target, the highest discovery utility; settings within 0.02 of
-it tie, and go to the higher random-query utility (within 0.01), then the smaller epsilon.
+Then :func:`~mbeacon.attack.evaluate.run_grid` evaluates every setting of the grid
+(:meth:`AdvisorConfig.grids`: every served mechanism with its own parameters), each against both
+attackers (the rarest-range likelihood ratio and the threshold-aware tracker), plus suppression, the
+prior's answers alone and noisy counts for comparison, and :func:`rank` orders the served settings
+(:mod:`.ranking` states the order): those whose *risk* (the strongest attacker's highest
+``AUC + margin_sd * sd`` over the query counts up to ``Q``: an attacker may stop early) is at most
+the target and whose random-query and discovery utilities reach the floors first, then those meeting
+the target only, each group by discovery utility, random-query utility, exploration utility, then
+the smaller epsilon. The recommendation is the first, as the dataset policy's TOML keys
+(:meth:`Candidate.policy`), to paste verbatim.
 
 The package, one module per job (in dependency order):
 
@@ -50,12 +55,12 @@ The package, one module per job (in dependency order):
 from __future__ import annotations
 
 from mbeacon.attack.advisor.advice import Advice
-from mbeacon.attack.advisor.config import QUERY_MARKS, AdvisorConfig
+from mbeacon.attack.advisor.config import MECHANISMS, QUERY_MARKS, AdvisorConfig
 from mbeacon.attack.advisor.frontier import pareto, plot_frontier
 from mbeacon.attack.advisor.inputs import PublicInputs, public_inputs
 from mbeacon.attack.advisor.prior_choice import choose_prior
 from mbeacon.attack.advisor.ranking import Candidate, best, candidates, preferred_order, rank
-from mbeacon.attack.advisor.search import Progress, advise, evaluate
+from mbeacon.attack.advisor.search import Progress, advise, advise_inputs, evaluate
 from mbeacon.attack.advisor.synthetic import (
     Disease,
     SyntheticCohort,
@@ -69,6 +74,7 @@ from mbeacon.attack.advisor.synthetic import (
 )
 
 __all__ = [
+    "MECHANISMS",
     "QUERY_MARKS",
     "Advice",
     "AdvisorConfig",
@@ -78,6 +84,7 @@ __all__ = [
     "PublicInputs",
     "SyntheticCohort",
     "advise",
+    "advise_inputs",
     "best",
     "candidates",
     "choose_prior",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,16 @@ from mbeacon.attack.advisor.ranking import Candidate
 
 def _toml_key(name: str) -> str:
     bare = name.replace("-", "").replace("_", "")
-    return name if bare.isascii() and bare.isalnum() else f'"{name}"'
+    return name if bare.isascii() and bare.isalnum() else json.dumps(name)
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML scalar: floats keep their decimal point (``10.0``), text is a basic string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,8 +34,8 @@ class Advice:
     prior_version: int | None
     prior_origin: str
     config: AdvisorConfig
-    settings: list[Candidate]  # SVT², best first
-    comparisons: list[Candidate]  # suppression and noisy counts
+    settings: list[Candidate]  # the settings the service can serve, best first
+    comparisons: list[Candidate]  # suppression, the prior's answers alone, noisy counts
     probes: int
     victims: int
     random_queries: int
@@ -40,31 +50,36 @@ class Advice:
 
     @property
     def closest(self) -> Candidate | None:
-        """The lowest-risk SVT² setting (the recommendation when one meets the target)."""
+        """The lowest-risk served setting."""
         return min(self.settings, key=lambda c: c.risk) if self.settings else None
 
     def toml(self, candidate: Candidate | None = None) -> str:
-        """The service configuration table for ``candidate`` (default: the recommendation)."""
+        """The service configuration table for ``candidate`` (default: the recommendation): the keys
+        of :meth:`Candidate.policy` and the prior, to paste verbatim."""
         chosen = candidate or self.recommendation
-        if chosen is None or not chosen.is_svt2:
+        policy = chosen.policy() if chosen is not None else None
+        if chosen is None or policy is None:
             return ""
-        return "\n".join(
-            [
-                f"# mbeacon budget advise: attack AUC {chosen.worst_auc:.3f} +- {chosen.worst_auc_sd:.3f} "
-                f"(target {self.config.target_auc:g}) at up to {self.config.queries} queries per victim,",
-                f"# discovery utility {chosen.utility_discovery or 0:.3f}, random-query utility "
-                f"{chosen.utility_random or 0:.3f} (synthetic cohort of N = {self.patients}, "
-                f"seed {self.config.seed})",
-                f"[datasets.{_toml_key(self.dataset)}]",
-                'mechanism = "svt2"',
-                f"epsilon = {float(chosen.epsilon or 0)!r}",
-                f"c = {chosen.c}",
-                f"threshold = {chosen.threshold}",
-                f'variant = "{chosen.variant}"',
-                f'prior = "{self.prior}"',
-                "",
-            ]
-        )
+        utility = "meets" if chosen.meets_utility else "misses"
+        lines = [
+            f"# mbeacon budget advise: attack AUC {chosen.worst_auc:.3f} +- {chosen.worst_auc_sd:.3f} "
+            f"({chosen.attacker or 'strongest'} attacker; target {self.config.target_auc:g}) at up to "
+            f"{self.config.queries} queries per victim,",
+            f"# discovery utility {chosen.utility_discovery or 0:.3f}, random-query utility "
+            f"{chosen.utility_random or 0:.3f}, exploration utility {chosen.utility_exploration or 0:.3f} "
+            f"({utility} the floors {self.config.min_discovery:g} / {self.config.min_random:g}),",
+            f"# synthetic cohort of N = {self.patients}, seed {self.config.seed}",
+            f"[datasets.{_toml_key(self.dataset)}]",
+        ]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in policy.items()]
+        lines += [f"prior = {_toml_value(self.prior)}", ""]
+        return "\n".join(lines)
+
+    def policy(self, candidate: Candidate | None = None) -> dict[str, Any] | None:
+        """The dataset policy's keys for ``candidate`` (default: the recommendation), prior included."""
+        chosen = candidate or self.recommendation
+        policy = chosen.policy() if chosen is not None else None
+        return None if policy is None else {**policy, "prior": self.prior}
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready: the content of ``advice.json`` (less the frontier plot's path)."""
@@ -76,6 +91,10 @@ class Advice:
             "target_auc": self.config.target_auc,
             "queries": self.config.queries,
             "margin_sd": self.config.margin_sd,
+            "min_random": self.config.min_random,
+            "min_discovery": self.config.min_discovery,
+            "mechanisms": list(self.config.mechanisms),
+            "max_epsilon": self.config.max_epsilon,
             "seed": self.config.seed,
             "repetitions": self.config.repetitions,
             "synthetic": {
@@ -90,6 +109,7 @@ class Advice:
                 "description": self.description,
             },
             "recommendation": rec.to_json() if rec else None,
+            "policy": self.policy(),
             "toml": self.toml() or None,
             "settings": [c.to_json() for c in self.settings],
             "comparisons": [c.to_json() for c in self.comparisons],

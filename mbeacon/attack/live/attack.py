@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mbeacon.attack.defences import Defence
+from mbeacon.attack.defences import FULL_OBSERVED, Defence
+from mbeacon.attack.live.answers import FLAGGED, NOISY_RELEASE
 from mbeacon.attack.live.client import BeaconClient
 from mbeacon.attack.live.errors import LiveAttackError
 from mbeacon.attack.live.parameters import (
@@ -30,6 +31,8 @@ from mbeacon.attack.live.scoring import (
     metrics_by_queries,
     prior_agreement,
     score,
+    score_release,
+    trusts_prior,
 )
 from mbeacon.attack.live.tracker import ask_tracker, choose_attacker, live_targets, tracker_scores
 from mbeacon.attack.lrt import miss_probability
@@ -57,6 +60,8 @@ class LiveResult:
     seconds: float
     warnings: list[str] = field(default_factory=list)
     attacker: str = "rarest"
+    #: What of each response the scores read: the answer, SVT²'s flag, or flag, answer and count.
+    observed: tuple[str, ...] = ("answer",)
 
     @property
     def queries(self) -> int:
@@ -96,6 +101,7 @@ class LiveResult:
             "profiles": {"victims": int(labels.sum()), "nonmembers": int((~labels).sum())},
             "queries_per_profile": self.queries,
             "attacker": self.attacker,
+            "observed": list(self.observed),
             "strategy": self.settings.strategy,
             "noise_sd": self.settings.noise_sd,
             "z": self.settings.z,
@@ -168,16 +174,17 @@ def run_live_attack(
         client, params, plan, askable, prior, max_batch=max_batch, order=order, on_progress=on_progress
     )
     beta = attacker_beta(
-        plan, params.patients, params.threshold, answers.prior_answers, prior_is_public=public
-    )
-    scores = score(
-        defence,
         plan,
-        beta,
         params.patients,
-        miss_probability(settings.z, settings.missing),
-        answers.observations,
+        params.threshold,
+        answers.prior_answers,
+        prior_is_public=trusts_prior(params, public),
     )
+    miss = miss_probability(settings.z, settings.missing)
+    if defence.name in FULL_OBSERVED:  # the whole response: flag, answer, released count
+        scores = score_release(defence, plan, beta, params.patients, miss, answers.release())
+    else:
+        scores = score(defence, plan, beta, params.patients, miss, answers.observations)
     agreement = prior_agreement(beta, params.threshold, answers.prior_answers) if public else None
     if agreement is not None and agreement < 0.9:
         warnings.append(f"only {agreement:.0%} of the beacon's prior answers agree with the prior given")
@@ -198,7 +205,18 @@ def run_live_attack(
         requests=client.requests,
         seconds=time.monotonic() - started,
         warnings=warnings,
+        observed=observed_parts(params, answers),
     )
+
+
+def observed_parts(params: DatasetParams, answers: LiveAnswers) -> tuple[str, ...]:
+    """What the scores read of each response (reported in the summary)."""
+    if params.mechanism in FLAGGED:
+        return ("flag",)
+    if params.mechanism not in NOISY_RELEASE:
+        return ("answer",)
+    counted = answers.released is not None and bool(np.isfinite(answers.released[answers.flags == 1]).any())
+    return ("flag", "answer", "count") if counted else ("flag", "answer")
 
 
 def _run_tracker(
@@ -231,8 +249,9 @@ def _run_tracker(
     )
     miss = miss_probability(settings.z, settings.missing)
     scores = tracker_scores(
-        search, answers, defence, prior, params.patients, miss, settings.queries, prior_is_public=public
-    )
+        search, answers, defence, prior, params.patients, miss, settings.queries,
+        prior_is_public=trusts_prior(params, public),
+    )  # fmt: skip
     if answers.exhausted:
         warnings.append("the key's privacy budget ran out: the remaining queries were not answered")
     return LiveResult(
@@ -251,4 +270,5 @@ def _run_tracker(
         seconds=time.monotonic() - started,
         warnings=warnings,
         attacker="tracker",
+        observed=observed_parts(params, answers),
     )

@@ -199,13 +199,13 @@ class BeaconClient:
         except ValueError:
             return None
 
-    def ask(self, queries: list[dict]) -> Any:
+    def ask(self, queries: list[dict], granularity: str = "boolean") -> Any:
         """POST one batch to ``/api/methylation``; :class:`BatchTooLarge` or :class:`BeaconBudgetRefused`."""
         body = {
             "meta": {"apiVersion": "v2.0.0"},
             "query": {
                 "requestParameters": queries,
-                "requestedGranularity": "boolean",
+                "requestedGranularity": granularity,
                 "includeResultsetResponses": "ALL",
             },
         }

@@ -19,6 +19,10 @@ from mbeacon.privacy.svt2 import svt2_allocate
 
 #: The Beacon v2 default batch limit, used when the server publishes none.
 DEFAULT_MAX_BATCH = 1000
+#: The sanitisers built on SVT² the live attack models (:meth:`DatasetParams.defence`).
+SANITISERS = ("svt2-margin", "svt2-noisy", "online-pmw")
+#: Every mechanism the live attack models.
+LIVE_MECHANISMS = ("none", "svt2", *SANITISERS)
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,18 @@ class DatasetParams:
     epsilon2: float | None = None
     on_exhausted: str = "refuse"
     positives_used: int | None = None
+    margin_above: float = 0.0
+    margin_below: float = 0.0
+    epsilon3: float = 0.0
+    sensitivity: float = 1.0
 
     def defence(self) -> Defence:
-        """The attacker's model of this dataset's answers (the same model the evaluation uses)."""
+        """The attacker's model of this dataset's answers (the same model the evaluation uses).
+
+        ``svt2-margin`` and ``svt2-noisy`` are modelled with one margin on both sides, the single
+        threshold variant and a contribution bound of 1 (the evaluation's defences); other published
+        parameters are refused with the reason rather than modelled wrongly.
+        """
         if self.mechanism == "none":
             if self.threshold == 1:
                 return Defence("none")
@@ -47,10 +60,43 @@ class DatasetParams:
         if self.mechanism == "svt2":
             name = "svt2-redraw" if self.variant == "redraw" else "svt2-single"
             return Defence(name, threshold=self.threshold, epsilon=self.svt_epsilon, c=self.c)
+        if self.mechanism in SANITISERS:
+            self._check_modelled()
+            if self.mechanism == "svt2-margin":
+                return Defence(
+                    "svt2-margin", threshold=self.threshold, epsilon=self.svt_epsilon, c=self.c,
+                    margin=self.margin_above,
+                )  # fmt: skip
+            share = self.epsilon3 / self.epsilon
+            return Defence(
+                self.mechanism, threshold=self.threshold, epsilon=self.epsilon, c=self.c,
+                margin=self.margin_above, release_share=share,
+            ).with_cohort(self.patients)  # fmt: skip
+        modelled = ", ".join(repr(m) for m in LIVE_MECHANISMS)
         raise LiveAttackError(
-            f"dataset {self.id!r}: the live attack models mechanisms 'svt2' and 'none', not "
-            f"{self.mechanism!r}; measure it with `mbeacon attack evaluate` (defence {self.mechanism!r})"
+            f"dataset {self.id!r}: the live attack models mechanisms {modelled}, not {self.mechanism!r}; "
+            f"measure it with `mbeacon attack evaluate` (defence {self.mechanism!r})"
         )
+
+    def _check_modelled(self) -> None:
+        why = None
+        if self.margin_above != self.margin_below:
+            why = f"margins above ({self.margin_above:g}) and below ({self.margin_below:g}) T differ"
+        elif self.variant != "single":
+            why = f"variant {self.variant!r} (the model draws one threshold per account)"
+        elif self.sensitivity != 1.0:
+            why = f"a contribution bound of {self.sensitivity:g} (the model moves counts by one patient)"
+        elif self.mechanism == "svt2-margin" and self.epsilon3 > 0:
+            why = "a noisy release (epsilon3 > 0) on svt2-margin"
+        elif self.mechanism != "svt2-margin" and not 0 < self.epsilon3 < self.epsilon:
+            why = f"epsilon3 = {self.epsilon3:g} (the noisy release needs 0 < epsilon3 < epsilon)"
+        elif self.mechanism != "svt2-margin" and self.count_epsilon > 0:
+            why = "count_epsilon > 0 (its TOPs release their own noisy count)"
+        if why is not None:
+            raise LiveAttackError(
+                f"dataset {self.id!r}: the live attack's model of {self.mechanism!r} does not cover {why}; "
+                f"measure it with `mbeacon attack evaluate` (defence {self.mechanism!r})"
+            )
 
     @property
     def svt_epsilon(self) -> float:
@@ -78,6 +124,9 @@ class DatasetParams:
             "variant": self.variant,
             "countEpsilon": self.count_epsilon,
             "onExhausted": self.on_exhausted,
+            "marginAbove": self.margin_above,
+            "marginBelow": self.margin_below,
+            "epsilon3": self.epsilon3,
         }
 
 
@@ -113,9 +162,30 @@ def parse_datasets(body: Any) -> list[DatasetParams]:
                 epsilon1=privacy.get("epsilon1"),
                 epsilon2=privacy.get("epsilon2"),
                 on_exhausted=str(privacy.get("onExhausted", "refuse")),
+                **_sanitiser_fields(privacy, name),
             )
         )
     return out
+
+
+def _sanitiser_fields(privacy: dict, name: str) -> dict[str, float]:
+    """The sanitisers' published parameters; a single ``margin`` serves both sides, and a published
+    ``releaseShare`` stands for ``epsilon3 / epsilon`` where ``epsilon3`` is not published."""
+    margin = privacy.get("margin")
+    share, epsilon = privacy.get("releaseShare", 0.0), privacy.get("epsilon", 0.0)
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (share, epsilon)):
+        share = epsilon = 0.0
+    if privacy.get("mechanism") == "online-pmw" and margin is not None:  # its one margin; the SVT² pair is 0
+        above = below = margin
+    else:
+        above = privacy.get("marginAbove", 0.0 if margin is None else margin)
+        below = privacy.get("marginBelow", 0.0 if margin is None else margin)
+    return {
+        "margin_above": _number(above, f"{name}: marginAbove"),
+        "margin_below": _number(below, f"{name}: marginBelow"),
+        "epsilon3": _number(privacy.get("epsilon3", share * epsilon), f"{name}: epsilon3"),
+        "sensitivity": _number(privacy.get("sensitivity", 1.0), f"{name}: sensitivity"),
+    }
 
 
 def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
@@ -136,6 +206,7 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         ok = isinstance(value, int | float | str) and not isinstance(value, bool)
         return kind(value) if ok else current
 
+    pmw = pick("mechanism", params.mechanism, str) == "online-pmw"  # one margin; the SVT² pair is 0
     return DatasetParams(
         id=params.id,
         patients=params.patients,
@@ -149,6 +220,14 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         epsilon2=pick("epsilon2", params.epsilon2, float),
         on_exhausted=pick("onExhausted", params.on_exhausted, str),
         positives_used=pick("positivesUsed", params.positives_used, int),
+        margin_above=pick("margin", params.margin_above, float)
+        if pmw
+        else pick("marginAbove", params.margin_above, float),
+        margin_below=pick("margin", params.margin_below, float)
+        if pmw
+        else pick("marginBelow", params.margin_below, float),
+        epsilon3=pick("epsilon3", params.epsilon3, float),
+        sensitivity=pick("sensitivity", params.sensitivity, float),
     )
 
 

@@ -10,16 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbeacon.attack.live.answers import parse_answers
+from mbeacon.attack.live.answers import NOISY_RELEASE, BatchAnswers, parse_answers
 from mbeacon.attack.live.client import BeaconClient
 from mbeacon.attack.live.errors import BatchTooLarge, BeaconBudgetRefused, LiveAttackError
 from mbeacon.attack.live.parameters import DEFAULT_MAX_BATCH, DatasetParams
 from mbeacon.attack.live.profiles import Profiles
 from mbeacon.attack.planning import QueryPlan, plan_queries
+from mbeacon.privacy.svt2_noisy import NoisyRelease
 from mbeacon.store.priors import Prior, prior_from_matrix
 
 #: What happened to one planned query.
-SOURCES = ("data", "prior", "refused", "exhausted", "unasked")
+SOURCES = ("data", "prior", "synthetic", "refused", "exhausted", "unasked")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class LiveAnswers:
     sources: np.ndarray
     exhausted: bool = False
     max_batch: int = DEFAULT_MAX_BATCH
+    #: The whole response (see :class:`BatchAnswers`): flags, yes/no answers and released counts.
+    flags: np.ndarray | None = None
+    yes: np.ndarray | None = None
+    released: np.ndarray | None = None
 
     @classmethod
     def empty(cls, shape: tuple[int, int]) -> LiveAnswers:
@@ -52,7 +57,26 @@ class LiveAnswers:
             np.full(shape, -1, dtype=np.int8),
             np.full(shape, -1, dtype=np.int8),
             np.full(shape, "unasked", dtype="<U9"),
+            flags=np.full(shape, -1, dtype=np.int8),
+            yes=np.full(shape, -1, dtype=np.int8),
+            released=np.full(shape, np.nan),
         )
+
+    def store(self, where: tuple, got: BatchAnswers) -> None:
+        """Record one batch's answers at ``where`` (an index into people x queries)."""
+        self.observations[where] = got.observations
+        self.prior_answers[where] = got.prior_answers
+        self.sources[where] = got.sources
+        for name, theirs in (("flags", got.flags), ("yes", got.answers), ("released", got.counts)):
+            mine = getattr(self, name)
+            if mine is not None and theirs is not None:
+                mine[where] = theirs
+        self.exhausted = self.exhausted or got.exhausted
+
+    def release(self) -> NoisyRelease:
+        """The whole response as :class:`NoisyRelease` (flags, answers, counts), people x queries."""
+        assert self.flags is not None and self.yes is not None and self.released is not None
+        return NoisyRelease(self.flags, self.yes, self.released)
 
     def counts(self) -> dict[str, int]:
         """How many planned queries ended in each source (``unasked`` includes the unplannable)."""
@@ -89,6 +113,12 @@ def plan_live(
     )
     askable = (plan.probes >= 0) & np.isfinite(plan.lo) & np.isfinite(plan.hi) & np.isfinite(plan.prior_pi)
     return plan, askable
+
+
+def granularity(params: DatasetParams) -> str:
+    """``count`` for the mechanisms whose TOP releases a noisy count (the server returns it to
+    CONTROLLED keys and answers boolean to the others), else ``boolean``."""
+    return "count" if params.mechanism in NOISY_RELEASE else "boolean"
 
 
 def request_parameters(
@@ -132,7 +162,9 @@ def ask_all(
         while pending and not answers.exhausted:
             chunk = pending.pop(0)
             try:
-                body = client.ask(request_parameters(plan, prior, params.id, int(person), chunk))
+                body = client.ask(
+                    request_parameters(plan, prior, params.id, int(person), chunk), granularity(params)
+                )
             except BatchTooLarge as error:
                 if chunk.size == 1:
                     raise LiveAttackError(f"the server refuses even one query per request: {error}") from None
@@ -143,10 +175,7 @@ def ask_all(
                 answers.exhausted = True
                 break
             got = parse_answers(body, chunk.size, params.id, params.mechanism)
-            answers.observations[person, chunk] = got.observations
-            answers.prior_answers[person, chunk] = got.prior_answers
-            answers.sources[person, chunk] = got.sources
-            answers.exhausted = answers.exhausted or got.exhausted
+            answers.store((person, chunk), got)
         if on_progress is not None:
             on_progress(int(columns.size))
     answers.max_batch = batch

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from mbeacon.attack.defences import Defence
-from mbeacon.attack.lrt import lrt_scores, observation_probabilities
+from mbeacon.attack.live.parameters import DatasetParams
+from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_log_ratios
 from mbeacon.attack.metrics import auc, tpr_at_fpr
 from mbeacon.attack.planning import QueryPlan
+from mbeacon.privacy.svt2_noisy import NoisyRelease
 
 #: Query counts at which the metrics are reported (plus the total asked).
 CHECKPOINTS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -32,6 +34,13 @@ def attacker_beta(
     return np.where(prior_answers == 0, np.minimum(beta, threshold - 0.5), beta)
 
 
+def trusts_prior(params: DatasetParams, public: bool) -> bool:
+    """Whether ``beta`` is the public prior's as it stands: not for Online PMW, whose BOTs compare
+    with the key's synthetic distribution (moved by earlier TOPs at the probe, other profiles'
+    included); its answers reveal the side, which :func:`attacker_beta` then follows."""
+    return public and params.mechanism != "online-pmw"
+
+
 def prior_agreement(beta: np.ndarray, threshold: int, prior_answers: np.ndarray) -> float | None:
     """Share of revealed prior answers that ``beta >= T`` predicts (None: none revealed).
 
@@ -51,6 +60,26 @@ def score(
     pi = np.where(known, plan.pi, 0.5)  # queries never asked: any finite value, they add nothing
     p_member, p_non = observation_probabilities(defence, pi, np.where(known, beta, 0.0), patients, miss)
     return lrt_scores(np.where(known, observations, -1), p_member, p_non)
+
+
+def score_release(
+    defence: Defence, plan: QueryPlan, beta: np.ndarray, patients: int, miss: float, release: NoisyRelease
+) -> np.ndarray:
+    """:func:`score` on the whole response of a noisy-release mechanism (flag, answer and, when the
+    server returned them, the released counts), with :func:`~mbeacon.attack.lrt.release_log_ratios`."""
+    known = np.isfinite(plan.pi) & np.isfinite(beta)
+    flags = np.where(known, release.flags, -1).astype(np.int8)
+    use_counts = bool(np.isfinite(release.counts[flags == 1]).any())
+    steps = release_log_ratios(
+        defence,
+        np.where(known, plan.pi, 0.5),
+        np.where(known, beta, 0.0),
+        NoisyRelease(flags, release.answers, release.counts),
+        patients,
+        miss,
+        use_counts=use_counts,
+    )
+    return np.cumsum(steps, axis=1)
 
 
 def checkpoints(queries: int) -> list[int]:

@@ -18,22 +18,25 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mbeacon.attack.defences import Defence
-from mbeacon.attack.live.answers import parse_answers
+from mbeacon.attack.defences import FULL_OBSERVED, Defence
+from mbeacon.attack.live.answers import FLAGGED, BatchAnswers, parse_answers
 from mbeacon.attack.live.client import BeaconClient
 from mbeacon.attack.live.errors import BatchTooLarge, BeaconBudgetRefused, LiveAttackError
 from mbeacon.attack.live.parameters import DatasetParams
-from mbeacon.attack.live.questions import LiveAnswers
+from mbeacon.attack.live.questions import LiveAnswers, granularity
 from mbeacon.attack.live.scoring import attacker_beta
-from mbeacon.attack.planning import ATTACKERS, QueryPlan
+from mbeacon.attack.lrt import release_log_ratios
+from mbeacon.attack.planning import LIVE_ATTACKERS, QueryPlan
 from mbeacon.attack.tracker import (
     DONE,
     Targets,
     TrackerSearch,
+    accumulate,
     choose_above,
     difference_probabilities,
     difference_scores,
 )
+from mbeacon.privacy.svt2_noisy import NoisyRelease
 from mbeacon.store.priors import Prior
 
 
@@ -46,8 +49,9 @@ def live_targets(plan: QueryPlan, askable: np.ndarray, prior: Prior) -> Targets:
 
 
 def released_answers(mechanism: str, observations: np.ndarray, prior_answers: np.ndarray) -> np.ndarray:
-    """The yes/no answers (1, 0, -1) behind the observations: SVT²'s flag XOR the prior's answer."""
-    if mechanism != "svt2":
+    """The yes/no answers (1, 0, -1) behind the observations: SVT²'s flag XOR the prior's answer (the
+    other mechanisms' observation is the answer)."""
+    if mechanism not in FLAGGED:
         return observations
     known = (observations >= 0) & (prior_answers >= 0)
     return np.where(known, observations ^ prior_answers, -1).astype(np.int8)
@@ -70,9 +74,7 @@ class _Asker:
         self.answers, self.rank, self.batch = answers, rank, max(1, int(max_batch))
 
     def __call__(self, runs: np.ndarray, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-        observations = np.full(runs.size, -1, dtype=np.int8)
-        prior_answers = np.full(runs.size, -1, dtype=np.int8)
-        sources = np.full(runs.size, "unasked", dtype="<U9")
+        got_all = LiveAnswers.empty((1, runs.size))
         order = np.argsort(self.rank[runs], kind="stable")
         queries = [
             {"probeId": str(p), "minValue": float(a), "maxValue": float(b), "datasetIds": [self.params.id]}
@@ -82,7 +84,7 @@ class _Asker:
         while pending and not self.answers.exhausted:
             chunk = pending.pop(0)
             try:
-                body = self.client.ask([queries[i] for i in chunk])
+                body = self.client.ask([queries[i] for i in chunk], granularity(self.params))
             except BatchTooLarge as error:
                 if chunk.size == 1:
                     raise LiveAttackError(f"the server refuses even one query per request: {error}") from None
@@ -93,18 +95,30 @@ class _Asker:
                 self.answers.exhausted = True
                 break
             got = parse_answers(body, chunk.size, self.params.id, self.params.mechanism)
-            observations[chunk], prior_answers[chunk], sources[chunk] = (
-                got.observations,
-                got.prior_answers,
-                got.sources,
-            )
+            got_all.store((0, chunk), got)
             self.answers.exhausted = self.answers.exhausted or got.exhausted
         step = self.search.asked[runs]
-        self.answers.observations[runs, step] = observations
-        self.answers.prior_answers[runs, step] = prior_answers
-        self.answers.sources[runs, step] = sources
+        exhausted = self.answers.exhausted
+        self.answers.store((runs, step), _row(got_all))
+        self.answers.exhausted = exhausted
+        observations, prior_answers = got_all.observations[0], got_all.prior_answers[0]
         answered = released_answers(self.params.mechanism, observations, prior_answers)
         return answered, observations
+
+
+def _row(answers: LiveAnswers) -> BatchAnswers:
+    """The first row of ``answers`` as one batch's answers."""
+    first = (answers.flags, answers.yes, answers.released)
+    flags, yes, released = (None if a is None else a[0] for a in first)
+    return BatchAnswers(
+        answers.observations[0],
+        answers.prior_answers[0],
+        answers.sources[0],
+        answers.exhausted,
+        flags,
+        yes,
+        released,
+    )
 
 
 def ask_tracker(
@@ -162,14 +176,32 @@ def tracker_scores(
     beta = attacker_beta(plan, patients, defence.threshold, revealed[None], prior_is_public=prior_is_public)[
         0
     ]
+    people = search.targets.rows.shape[0]
+    if defence.name in FULL_OBSERVED:  # the whole response of each test: flag, answer, released count
+        release = answers.release()
+        flags = release.flags[tests.run, tests.step]
+        counts = release.counts[tests.run, tests.step]
+        step = release_log_ratios(
+            defence,
+            pi,
+            np.nan_to_num(beta),
+            NoisyRelease(flags, release.answers[tests.run, tests.step], counts),
+            patients,
+            miss,
+            use_counts=bool(np.isfinite(counts[flags == 1]).any()),
+            shift=tests.believed,
+        )
+        return accumulate(tests, step, people, queries)
     p_member, p_non = difference_probabilities(
         defence, pi, np.nan_to_num(beta), tests.believed, patients, miss
     )
-    return difference_scores(tests, p_member, p_non, search.targets.rows.shape[0], queries)
+    return difference_scores(tests, p_member, p_non, people, queries)
 
 
 #: ``--attacker``: ``auto`` picks the one the evaluation finds strongest against the dataset's defence.
-ATTACKER_CHOICES = ("auto", *ATTACKERS)
+#: (The evaluation's ``flag`` and ``count`` are the rarest plan read whole, which the live ``rarest``
+#: attacker always does where the response carries more than the answer.)
+ATTACKER_CHOICES = ("auto", *LIVE_ATTACKERS)
 
 
 def choose_attacker(choice: str, defence: Defence) -> str:

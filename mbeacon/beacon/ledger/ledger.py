@@ -18,6 +18,7 @@ from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.ledger import schema
 from mbeacon.beacon.ledger.database import Database, Tx, connect
+from mbeacon.beacon.pmw_state import PMWUpdate
 from mbeacon.privacy.svt2 import SVT2State
 
 ROLES = ("researcher", "admin")
@@ -206,12 +207,18 @@ class Ledger:
         self, tx: Tx, principal: str, dataset: str, query_keys: Sequence[str],
         params_for_new: Callable[[], AccountParams],
     ) -> tuple[Account, dict[str, CachedAnswer]]:  # fmt: skip
-        """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``, in one statement when the
-        account exists and the keys fit one lookup (every single query but an account's first), else
-        one after the other. The account row is locked either way; its cached answers need no lock of
-        their own, since only a transaction holding the account's lock writes them."""
+        """:meth:`lock_account` and :meth:`cached_answers` of ``query_keys``. The account row is locked;
+        its cached answers need no lock of their own, since only a transaction holding the account's
+        lock writes them, but they must be read *after* the lock is held.
+
+        On SQLite the writer lock is taken before the transaction reads anything, so one statement
+        does both when the account exists and the keys fit one lookup (every single query but an
+        account's first). On PostgreSQL a ``SELECT ... FOR UPDATE`` that waited for another
+        transaction re-reads only the locked row, not the rows the statement joined to it: a joined
+        cache lookup would miss the answers the other transaction stored, and the query would be
+        answered afresh. There the cache is read by a second statement, under the lock."""
         unique = list(dict.fromkeys(query_keys))
-        if 0 < len(unique) <= _KEYS_PER_LOOKUP:
+        if self.db.dialect == "sqlite" and 0 < len(unique) <= _KEYS_PER_LOOKUP:
             tx.execute(
                 f"SELECT {_ACCOUNT_COLUMNS_OF_A}, c.query_key, c.answer_exists, c.answered_from,"
                 " c.count_value FROM accounts a LEFT JOIN answers c ON c.principal = a.principal"
@@ -235,7 +242,7 @@ class Ledger:
             return self.override(tx, principal, dataset) or default()
 
     def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
-        state = SVT2State.start(params.svt2()) if params.sanitised else SVT2State(0.0, 0.0, 0)
+        state = params.start_state()
         at = stamp(tx)
         tx.durable = tx.new_secrets = True  # secret thresholds are drawn: they must survive once used
         tx.execute(
@@ -263,6 +270,36 @@ class Ledger:
             " WHERE principal = ? AND dataset = ?",
             (state.z1, state.z2, state.count, stamp(tx), account.principal, account.dataset),
         )
+
+    def pmw_updates(
+        self, tx: Tx, principal: str, dataset: str, probes: Iterable[str]
+    ) -> dict[str, list[PMWUpdate]]:
+        """The ``online-pmw`` histogram updates of ``probes`` on this account, each probe's in the order
+        they were released. Read under the account's lock: only a transaction holding it writes them."""
+        wanted = list(dict.fromkeys(probes))
+        found: dict[str, list[PMWUpdate]] = {p: [] for p in wanted}
+        for start in range(0, len(wanted), _KEYS_PER_LOOKUP):
+            chunk = wanted[start : start + _KEYS_PER_LOOKUP]
+            tx.execute(
+                "SELECT probe, lo, hi, value FROM pmw_updates WHERE principal = ? AND dataset = ?"
+                f" AND probe IN ({', '.join('?' * len(chunk))}) ORDER BY seq",
+                (principal, dataset, *chunk),
+            )
+            for probe, lo, hi, value in tx.fetchall():
+                found[probe].append(PMWUpdate(probe, lo, hi, value))
+        return found
+
+    def store_pmw_updates(self, tx: Tx, account: Account, updates: Sequence[PMWUpdate]) -> None:
+        """Record the updates of the positives this transaction spent: the first is number
+        ``account.state.count`` (the positives spent before), so ``seq`` counts the account's positives
+        and a second writer of the same positive fails on the primary key instead of overspending."""
+        first = account.state.count
+        tx.executemany(
+            "INSERT INTO pmw_updates (principal, dataset, seq, probe, lo, hi, value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(account.principal, account.dataset, first + k, u.probe, u.lo, u.hi, u.value)
+             for k, u in enumerate(updates)],
+        )  # fmt: skip
 
     def account(self, principal: str, dataset: str) -> Account | None:
         with self.db.transaction(write=False) as tx:
@@ -292,10 +329,12 @@ class Ledger:
             return [(_account(row[:-1]), row[-1]) for row in tx.fetchall()]
 
     def reset_account(self, principal: str, dataset: str, *, actor: str) -> bool:
-        """Delete the account and its cached answers (a fresh budget on next use); audited."""
+        """Delete the account, its cached answers and its ``online-pmw`` updates (a fresh budget and
+        the bare prior on next use); audited."""
         with self.db.transaction() as tx:
             account = self._read_account(tx, principal, dataset, lock=True)
             tx.execute("DELETE FROM answers WHERE principal = ? AND dataset = ?", (principal, dataset))
+            tx.execute("DELETE FROM pmw_updates WHERE principal = ? AND dataset = ?", (principal, dataset))
             tx.execute("DELETE FROM accounts WHERE principal = ? AND dataset = ?", (principal, dataset))
             spent = account.budget() if account else None
             self.append_audit(

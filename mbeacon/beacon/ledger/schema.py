@@ -18,6 +18,13 @@ Tables:
 
 Version 2 drops the accounts' ``queries`` counter (an account's answers are counted from its cache
 rows) and changes how SQLite stores three tables (see ``_SQLITE_V2``).
+
+Version 3 adds ``pmw_updates``: the histogram updates of ``online-pmw`` accounts, one row per spent
+positive (``seq`` = 0, 1, ... in the order they were released), each the range ``[lo, hi]`` of one
+probe and ``value``, the synthetic mass that range was moved to (the released noisy count over N,
+clipped into (0, 1)). Written in the transaction that spends the positive, under the account's row
+lock; deleted with the account by a reset. Not secret in the differential-privacy sense (a function
+of released values), but never shown: only the answers computed from them are.
 """
 
 from __future__ import annotations
@@ -146,6 +153,18 @@ _SQLITE_V2 = [
     *_AUDIT_APPEND_ONLY,
 ]
 
+_PMW_UPDATES = """CREATE TABLE pmw_updates (
+        principal TEXT NOT NULL,
+        dataset TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        probe TEXT NOT NULL,
+        lo DOUBLE PRECISION NOT NULL,
+        hi DOUBLE PRECISION NOT NULL,
+        value DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (principal, dataset, seq)
+    )"""
+_PMW_UPDATES_BY_PROBE = "CREATE INDEX pmw_updates_by_probe ON pmw_updates (principal, dataset, probe, seq)"
+
 # (version, description, {dialect: statements})
 MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
     (1, "users, accounts, answer cache, overrides, append-only audit log",
@@ -153,6 +172,9 @@ MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
     (2, "accounts without a queries counter (counted from the cache); SQLite: accounts and answer cache "
         "WITHOUT ROWID, audit log without AUTOINCREMENT (fewer pages written per request)",
      {"sqlite": _SQLITE_V2, "postgresql": ["ALTER TABLE accounts DROP COLUMN queries"]}),
+    (3, "online-pmw histogram updates, one row per spent positive",
+     {"sqlite": [_PMW_UPDATES + " WITHOUT ROWID", _PMW_UPDATES_BY_PROBE],
+      "postgresql": [_PMW_UPDATES, _PMW_UPDATES_BY_PROBE]}),
 ]  # fmt: skip
 
 LATEST = MIGRATIONS[-1][0]
