@@ -55,6 +55,8 @@ from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
 
+#: Cohort rows per block when the prior's position of every row is looked up (bounds the decoded ids).
+_INDEX_BLOCK = 65_536
 #: ``online-pmw``: the recorded histogram updates of the given probes, read under the account's lock.
 LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
@@ -182,6 +184,8 @@ class AnswerEngine:
         self._cohorts: dict[str, Cohort | TruncatedCohort] = {}
         self._sensitivities: dict[str, Sensitivity] = {}
         self._priors: dict[str, Prior] = {}
+        #: per dataset: (cohort, prior, the prior's position of each cohort row); see _prior_rows
+        self._prior_positions: dict[str, tuple[Cohort | TruncatedCohort, Prior, np.ndarray]] = {}
         self._ids: tuple[int, list[str]] | None = None
         self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
@@ -249,8 +253,9 @@ class AnswerEngine:
         for dataset in self.dataset_ids():
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file
+            self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
             if policy.mechanism in SANITISED:
-                self.prior(dataset)
+                self._prior_rows(dataset)
             if policy.mechanism == "online-pmw":
                 self._pmw_servable(dataset)
 
@@ -316,14 +321,12 @@ class AnswerEngine:
                     resolved[dataset] = _Resolved(indices, [cohort.probe_name(row)], [row])
                     found[i] = True
                 continue
-            rows = cohort.probe_index(np.array([queries[i].probe for i in indices])).tolist()
-            kept = _Resolved([], [], [])
-            for i, row in zip(indices, rows, strict=True):
-                if row >= 0:
-                    kept.indices.append(i)
-                    kept.probes.append(cohort.probe_name(row))
-                    kept.rows.append(row)
-                    found[i] = True
+            found_rows = cohort.probe_index(np.array([queries[i].probe for i in indices]))
+            known = np.flatnonzero(found_rows >= 0)
+            kept = _Resolved([indices[k] for k in known.tolist()], [], found_rows[known].tolist())
+            kept.probes = list(cohort.probe_names(found_rows[known]))
+            for i in kept.indices:
+                found[i] = True
             if kept.indices:
                 resolved[dataset] = kept
         if not all(found):
@@ -392,7 +395,7 @@ class AnswerEngine:
             else:
                 alpha = self._alpha(cohort, ids, lo, hi).tolist()
             beta = (
-                (cohort.n_patients * self._probability(dataset, ids, lo, hi)).tolist()
+                (cohort.n_patients * self._probability(dataset, ids, lo, hi, rows)).tolist()
                 if with_beta
                 else [0.0] * len(qs)
             )
@@ -420,11 +423,35 @@ class AnswerEngine:
         row = cohort.probe_row(probe or "")
         return cohort.count_one(row, lo, hi) if row >= 0 else 0
 
-    def _probability(self, dataset: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def _prior_rows(self, dataset: str) -> np.ndarray:
+        """The prior's position of every row of ``dataset`` (-1 where the prior lacks the probe):
+        what :meth:`Prior.index` finds for the row's stored id, looked up once per process and per
+        (cohort, prior) pair rather than per query. :class:`NoPriorChosen` as :meth:`prior`."""
+        cohort, prior = self.cohort(dataset), self.prior(dataset)
+        with self._lock:
+            held = self._prior_positions.get(dataset)
+        if held is not None and held[0] is cohort and held[1] is prior:
+            return held[2]
+        stored = cohort.stored_probe_ids  # every row, once, in blocks (each decoded to str for the prior)
+        stored = stored.astype(f"S{max(int(np.char.str_len(stored).max()), 1)}")  # no padding to decode
+        blocks = range(0, len(stored), _INDEX_BLOCK)
+        table = np.concatenate([prior.index(stored[start : start + _INDEX_BLOCK]) for start in blocks])
+        with self._lock:
+            self._prior_positions[dataset] = (cohort, prior, table)
+        return table
+
+    def _probability(
+        self, dataset: str, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray, rows: list[int] | None = None
+    ) -> np.ndarray:
         """P_prior(range) per query; the public uniform prior on [0, 1] where the prior lacks the probe,
-        or for an unprotected dataset that has no prior configured."""
+        or for an unprotected dataset that has no prior configured. ``rows`` (the cohort rows of
+        ``ids``) finds the prior's positions in the per-process table instead of by id."""
         try:
-            probability = self.prior(dataset).probability(ids, lo, hi)
+            if rows is not None:
+                positions = self._prior_rows(dataset)[np.asarray(rows, dtype=np.int64)]
+                probability = self.prior(dataset).probability(positions, lo, hi)
+            else:
+                probability = self.prior(dataset).probability(ids, lo, hi)
         except NoPriorChosen:  # allowed only for an unprotected dataset
             if self.config.policy(dataset).mechanism in SANITISED:
                 raise

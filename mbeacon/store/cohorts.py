@@ -46,9 +46,9 @@ from mbeacon.process import PROCESS
 from mbeacon.store import atomic, prefault, sealed
 from mbeacon.store._count import count_rows
 from mbeacon.store.errors import DataError, IngestError
+from mbeacon.store.id_hash import IdHash
 from mbeacon.store.patients import ContributionBound, contributions
 from mbeacon.store.probe_ids import loci, locus, representatives
-from mbeacon.store.sorted_search import search
 
 FORMAT_VERSION = 1
 CHUNK_ROWS = 256
@@ -321,8 +321,9 @@ def _write_matrix(
                 hashed.result()  # in file order, and at most one block held for the hash
             hashed = hasher.submit(_hash_block, digest, encoded, values)
             nan = np.isnan(values)
-            missing += int(nan.sum())
-            if not nan.all():
+            missing_here = int(np.count_nonzero(nan))  # not nan.sum(): a bool sum widens every element
+            missing += missing_here
+            if missing_here < nan.size:
                 lo = min(lo, float(np.nanmin(values)))
                 hi = max(hi, float(np.nanmax(values)))
             if on_rows is not None:
@@ -453,6 +454,7 @@ class Cohort:
             self._probe_order = f["probe_order"][...]
             self._sorted_ids = self._probe_ids[self._probe_order]  # once per open, not per lookup
             self._loci: tuple[np.ndarray, np.ndarray] | None = None  # on the first lookup
+            self._loci_hash: IdHash | None = None  # on the first lookup of many ids
             self._sample_ids = f["sample_ids"][...]
             beta = f["beta"]
             self._shape = beta.shape
@@ -488,7 +490,19 @@ class Cohort:
     @property
     def probe_ids(self) -> np.ndarray:
         self._ensure_open()
-        return self._probe_ids.astype(str)
+        try:
+            return self._probe_ids.astype(str)  # ASCII, in one step
+        except UnicodeDecodeError:  # ids are stored as UTF-8
+            return np.char.decode(self._probe_ids, "utf-8")
+
+    @property
+    def stored_probe_ids(self) -> np.ndarray:
+        """The probe ids as stored (``S64``, UTF-8 bytes, row order), read-only and without a copy:
+        :attr:`probe_ids` decodes all of them at once, four times their size for an EPIC v2 cohort."""
+        self._ensure_open()
+        view = self._probe_ids.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def sample_ids(self) -> np.ndarray:
@@ -520,10 +534,24 @@ class Cohort:
         self._ensure_open()
         wanted = np.asarray(list(probe_ids) if not isinstance(probe_ids, np.ndarray) else probe_ids)
         wanted = loci(wanted.astype(f"S{ID_BYTES}"))
-        sorted_ids, rows = self._locus_index()
-        pos = np.minimum(search(sorted_ids, wanted.reshape(-1)).reshape(wanted.shape), len(sorted_ids) - 1)
-        found = sorted_ids[pos] == wanted
-        return np.where(found, rows[pos], -1)
+        rows = self._locus_index()[1]
+        pos = self._locus_hash().find(wanted)
+        return np.where(pos >= 0, rows[pos], -1)
+
+    def _locus_hash(self) -> IdHash:
+        """The hash index of the sorted loci: a batch's ids scattered over close to a million take one
+        table slot each rather than a binary search whose every step misses the caches
+        (:mod:`mbeacon.store.id_hash`)."""
+        if self._loci_hash is None:
+            self._loci_hash = IdHash(self._locus_index()[0])
+        return self._loci_hash
+
+    def prepare_lookups(self) -> None:
+        """Build the lookup indexes of probe ids now rather than on the first lookup: a serving
+        process calls it at start-up, so no request waits for them and the garbage collector's start-up
+        freeze covers them."""
+        self._ensure_open()
+        self._locus_hash()
 
     def probe_row(self, probe_id: str) -> int:
         """Row answering for one probe id, -1 if the cohort lacks its locus: :meth:`probe_index` for a
@@ -547,6 +575,15 @@ class Cohort:
         """The stored id of probe ``row`` (the probe that answers, whatever spelling found it)."""
         self._ensure_open()
         return self._probe_ids[row].decode("utf-8")
+
+    def probe_names(self, rows: np.ndarray) -> list[str]:
+        """:meth:`probe_name` of every row of ``rows`` (valid rows), in one gather and one decode."""
+        self._ensure_open()
+        stored = self._probe_ids[np.asarray(rows, dtype=np.int64)]
+        try:
+            return stored.astype(str).tolist()  # ASCII, as Illumina ids are
+        except UnicodeDecodeError:
+            return [raw.decode("utf-8") for raw in stored.tolist()]
 
     def count_one(self, row: int, lo: float, hi: float) -> int:
         """``alpha`` of one query: :meth:`count_in_range` for a single probe row, the same float32

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from mbeacon.store.id_hash import IdHash
 from mbeacon.store.priors.beta_distribution import _beta_cdf
 from mbeacon.store.priors.names import check_name
 from mbeacon.store.priors.quantile_sketch import _sketch_cdf, _sketch_cdf_scalar
@@ -37,8 +37,9 @@ __all__ = ["CHUNK", "HASH_LOOKUP_MIN", "THREADS", "Prior"]
 CHUNK = 16_384
 #: At most this many (probe, lo, hi) triples take the plain-Python path of the empirical CDF.
 SMALL = 8
-#: :meth:`Prior.index` uses a hash table from this many ids on (a binary search below).
-HASH_LOOKUP_MIN = 65_536
+#: :meth:`Prior.index` uses a hash table from this many ids on (a binary search below, where the
+#: table's one-off build would cost more than the lookups save).
+HASH_LOOKUP_MIN = 64
 #: Threads for large :meth:`Prior.probability` calls (``None``: the CPUs this process may use, at most 8).
 #: A service with one worker process per core should set 1.
 THREADS: int | None = None
@@ -124,14 +125,17 @@ class Prior:
     def index(self, probe_ids: Any) -> np.ndarray:
         """Positions of ``probe_ids`` (any shape) in this prior, ``-1`` for probes it does not know.
 
-        A binary search (``searchsorted``) in the sorted ids; for large inputs (at least
-        :data:`HASH_LOOKUP_MIN` ids) a hash lookup instead, about twice as fast on numpy strings (its
-        table is built once per prior, on first use). Hot paths should resolve ids once and pass the
-        positions to :meth:`probability`.
+        A binary search (``searchsorted``) in the sorted ids for a few ids; from
+        :data:`HASH_LOOKUP_MIN` ids on, a hash lookup (:mod:`mbeacon.store.id_hash`, its table built
+        once per prior, on first use), which on a large prior takes a fraction of a binary search's
+        cache misses. Hot paths should resolve ids once and pass the positions to :meth:`probability`.
         """
         ids = np.asarray(probe_ids)
-        if ids.dtype.kind == "S":
-            ids = np.char.decode(ids, "ascii")
+        if ids.dtype.kind == "S":  # bytes as a cohort stores ids: UTF-8, nearly always ASCII
+            try:
+                ids = ids.astype(f"U{max(ids.dtype.itemsize, 1)}")  # ASCII, in one step
+            except UnicodeDecodeError:
+                ids = np.char.decode(ids, "utf-8")
         elif ids.dtype.kind != "U":
             ids = ids.astype(str)
         ids = loci(ids)  # a prior is keyed by CpG: cg00000029_TC21 finds cg00000029
@@ -139,8 +143,7 @@ class Prior:
         if n == 0:
             return np.full(ids.shape, -1, dtype=np.int64)
         if ids.size >= HASH_LOOKUP_MIN:
-            found = self._hash_index.get_indexer(ids.ravel().astype(object))
-            return found.astype(np.int64, copy=False).reshape(ids.shape)
+            return self._hash_index.find(ids)
         # Searched in the ids' own dtype: a longer string dtype would make numpy cast all of the
         # prior's ids per call (milliseconds for an EPIC v2 prior). An id longer than every known one
         # is truncated here but cannot match: the equality below compares the full ids.
@@ -151,8 +154,8 @@ class Prior:
         return np.asarray(np.where(self.probe_ids[pos] == ids, pos, -1))
 
     @functools.cached_property
-    def _hash_index(self) -> pd.Index:
-        return pd.Index(self.probe_ids.astype(object))
+    def _hash_index(self) -> IdHash:
+        return IdHash(self.probe_ids)
 
     def _positions(self, probes: Any) -> np.ndarray:
         arr = np.asarray(probes)

@@ -214,7 +214,30 @@ def check_samples(layout: Layout) -> list[str]:
 def _pvalues(column: pa.ChunkedArray) -> np.ndarray:
     """Detection p-values as float64 (NaN = missing); ``<1E-16`` reads as 1e-16."""
     text = pc.replace_substring_regex(pc.utf8_trim(column, _BLANKS), "^<", "")
-    return np.asarray(pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    return _floats(pc.cast(text, pa.float64()), np.float64)
+
+
+def _floats(column: pa.ChunkedArray | pa.Array, dtype: type[np.floating]) -> np.ndarray:
+    """A float column of Arrow's as a numpy array of ``dtype`` (its own type), nulls as NaN.
+
+    What ``to_numpy`` gives, read from the column's buffers: pyarrow's ``to_numpy`` of a column with
+    nulls imports pandas, which an ingest would wait for and never use (an Arrow-parsed chunk is
+    common at the start, while the compiled parser loads)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = np.empty(len(column), dtype=dtype)
+    size = np.dtype(dtype).itemsize
+    at = 0
+    for chunk in chunks:
+        n = len(chunk)
+        validity, data = chunk.buffers()[:2]
+        part = out[at : at + n]
+        if n:
+            part[:] = np.frombuffer(data, dtype=dtype, count=n, offset=chunk.offset * size)
+        if chunk.null_count:
+            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+            part[bits[chunk.offset : chunk.offset + n] == 0] = np.nan
+        at += n
+    return out
 
 
 @dataclass
@@ -358,7 +381,7 @@ class TableParser:
         cut = self.layout.pval_cut
         values = np.empty((rows, len(self._betas)), dtype=np.float32)
         for j, (beta_name, pval_name) in enumerate(zip(self._betas, self._pvals, strict=True)):
-            beta = table.column(beta_name).to_numpy()
+            beta = _floats(table.column(beta_name), np.float32)
             if pval_name is not None and cut is not None:
                 if np.fmin.reduce(beta) < 0 or np.fmax.reduce(beta) > 1:  # before the cut hides it
                     return Converted(chunk, problem="beta value outside [0, 1]")
