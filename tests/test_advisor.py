@@ -572,8 +572,10 @@ def test_cli_quick_on_the_demo_store(demo, tmp_path: Path) -> None:
         policy = DatasetPolicy.model_validate(table)
         assert (policy.epsilon, policy.c, policy.threshold) == (rec["epsilon"], rec["c"], rec["threshold"])
     assert rec["risk"] <= 0.6
-    # 24 of SVT², 2 with margins, 4 each of svt2-noisy and online-pmw; suppression, prior x 2, noisy count
-    assert len(payload["settings"]) == 34 and len(payload["comparisons"]) == 4
+    # the quick grid (24 of SVT², 2 with margins, 4 each of svt2-noisy and online-pmw) without the 8
+    # settings above the CLI's default --max-epsilon 10; suppression, prior x 2, noisy count
+    assert payload["max_epsilon"] == 10.0 and all(s["epsilon"] <= 10.0 for s in payload["settings"])
+    assert len(payload["settings"]) == 26 and len(payload["comparisons"]) == 4
     assert (out / "frontier.png").exists()
 
 
@@ -584,7 +586,7 @@ def test_cli_says_when_no_setting_meets_the_target(
     monkeypatch.setattr(AdvisorConfig, "quick", classmethod(lambda cls, **kw: replace(unsafe, **kw)))
     args = ["budget", "advise", "--store", str(demo.store), "--dataset", DEMO_DATASET, "--quick",
             "--queries", "100", "--workers", "1", "--out", str(tmp_path),
-            "--target-auc", "0.5001"]  # fmt: skip
+            "--target-auc", "0.5001", "--max-epsilon", "100"]  # fmt: skip
     result = CliRunner().invoke(main, args, env={})
     assert result.exit_code == 1, result.output
     assert "No setting of the grid keeps the attack under AUC 0.5001" in result.output

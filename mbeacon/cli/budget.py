@@ -303,8 +303,10 @@ def _run(store: Path, dataset: str, prior: str | None, service_config: Any, conf
 @click.option(
     "--max-epsilon",
     type=FiniteFloatRange(min=0, min_open=True),
-    default=None,
-    help="Leave out settings whose per-account epsilon is larger. [default: none left out]",
+    default=10.0,
+    show_default=True,
+    help="Leave out settings whose per-account epsilon is larger: 10 is about the largest bound a "
+    "privacy officer can still state for one account.",
 )
 @click.option(
     "--min-random",

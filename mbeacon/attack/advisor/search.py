@@ -57,15 +57,6 @@ def evaluate(
     return candidates(rows, config)
 
 
-#: What the evaluation leaves out of the attacker's view of these mechanisms (docs/attack.md): their
-#: AUCs are lower bounds on what an attacker reading everything the service releases could reach.
-LOWER_BOUND = {
-    "svt2-noisy": "the attack scores its yes/no answers, not the answeredFrom flag beside them",
-    "online-pmw": "the attack scores its yes/no answers, not the answeredFrom flag beside them, and the "
-    "tracker's model leaves out the histogram updates between its questions at one probe",
-}
-
-
 def advise(
     store: str | Path,
     dataset: str,
@@ -108,11 +99,6 @@ def advise_inputs(
     if len(scenario.discovery) == 0:
         warnings.append("the synthetic cohort has no discovery queries: discovery utility is not measured")
     top = settings[0] if settings and settings[0].meets_target else None
-    if top is not None and top.mechanism in LOWER_BOUND:
-        warnings.append(
-            f"the attack AUC of {top.mechanism} is a lower bound: {LOWER_BOUND[top.mechanism]}; its "
-            "epsilon is the guarantee"
-        )
     if top is not None and not top.meets_utility:
         warnings.append(
             f"no setting that meets the AUC target reaches random-query utility {config.min_random:g} "
