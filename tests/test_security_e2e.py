@@ -66,7 +66,7 @@ DELTA = 1e-9
 # Users asking before and after a worker is killed: at least ROUND, then STEP more at a time until
 # every worker of the round has served MIN_REQUESTS of them (the kernel spreads connections unevenly;
 # when to stop depends only on who served, never on the noise), at most MAX_USERS in all.
-ROUND, STEP, MIN_REQUESTS, MAX_USERS = 80, 20, 8, 400
+ROUND, STEP, MIN_REQUESTS, MAX_USERS = 80, 20, 8, 2000
 MAX_LAG = 2 * K  # shifts of up to two requests, in draws
 
 
@@ -207,8 +207,10 @@ def test_noise_of_different_workers_is_independent(tmp_path: Path, demo) -> None
     queries = _contested_queries(demo)
     url = f"sqlite:///{tmp_path}/ledger.sqlite3"
     ledger = Ledger.open(url)
-    users = iter([ledger.add_user(f"u{i}", tier="CONTROLLED") for i in range(MAX_USERS)])
-    ledger.close()
+    # users are added as the rounds need them (while the server runs, as `mbeacon users add` would):
+    # the kernel may hand a respawned worker few of the new connections, and a round goes on until
+    # it has served MIN_REQUESTS, so the supply must not run out first
+    users = (ledger.add_user(f"u{i}", tier="CONTROLLED") for i in range(MAX_USERS))
     config = write_config(tmp_path / "beacon.toml", {"store": str(demo.store), "database_url": url,
                           "default_prior": demo.prior, "rate_limit_per_minute": 0}, POLICY)  # fmt: skip
     with BeaconServer(config, tmp_path, workers=4, threads=1) as server:
@@ -225,6 +227,7 @@ def test_noise_of_different_workers_is_independent(tmp_path: Path, demo) -> None
         _wait_until_serving(server, {respawned})
         answers += _round(server, users, queries, {respawned})
         noise = _noise_by_worker(server, answers, queries)
+    ledger.close()
 
     served = {pid: int(np.isfinite(seq).sum()) for pid, seq in noise.items()}
     drawn = sum(len(seq) for seq in noise.values())
