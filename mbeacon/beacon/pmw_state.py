@@ -9,8 +9,11 @@ segment's starting mass is the public prior's probability of that interval (the 
 that gives ``beta / N``), floored at half a patient (``0.5 / N``) so no segment is impossible (a
 multiplicative-weights update cannot move mass into a segment of weight 0), then normalised. The
 updates, in the order they were released, are replayed by
-:func:`~mbeacon.privacy.online_pmw.synthetic_histogram` and the query is answered by
-:func:`~mbeacon.privacy.online_pmw.online_pmw_step` with the query as a segment range.
+:func:`~mbeacon.privacy.online_pmw.synthetic_histogram`, and the query's synthetic count ``s`` is
+``N`` times its segments' mass. :func:`run` then makes
+:func:`~mbeacon.privacy.online_pmw.online_pmw_step`'s test and release, on a whole request at once
+(the same law: its docstring says why), since a request of 1,000 queries at probes that no TOP
+has moved needs no per-query histogram.
 
 Replaying an update on a finer segmentation is the same update: an update rescales the mass inside
 its range by one factor and outside by another, and both sides are unions of whole segments, so the
@@ -34,7 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbeacon.privacy.online_pmw import OnlinePMWParams, OnlinePMWState, online_pmw_step, synthetic_histogram
+from mbeacon.privacy.noise import as_source, lattice_laplace
+from mbeacon.privacy.online_pmw import (
+    OnlinePMWParams,
+    OnlinePMWState,
+    online_pmw_step,
+    synthetic_histogram,
+    update_target,
+)
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 
 #: ``mass(probes, starts, ends)``: the public prior's probability of each interval ``[start, end]`` of
@@ -115,17 +125,15 @@ def histogram_for(
 ) -> tuple[list[tuple[float, float]], np.ndarray]:
     """The segments of ``ranges`` and their starting masses (:func:`_starting`)."""
     segs = segments(ranges)
-    return segs, _starting(_masses(mass, [(probe, segs)])[0], n)
+    return segs, _starting(_flat_masses(mass, [(probe, segs)]), n)
 
 
-def _masses(mass: PriorMass, plans: Sequence[tuple[str, list[tuple[float, float]]]]) -> list[np.ndarray]:
-    """The prior masses of each plan's segments, in one call of ``mass``."""
-    sizes = [len(segs) for _, segs in plans]
+def _flat_masses(mass: PriorMass, plans: Sequence[tuple[str, list[tuple[float, float]]]]) -> np.ndarray:
+    """The prior masses of every plan's segments, one after another, from one call of ``mass``."""
     probes = np.array([probe for probe, segs in plans for _ in segs])
     starts = np.array([a for _, segs in plans for a, _ in segs], dtype=np.float64)
     ends = np.array([b for _, segs in plans for _, b in segs], dtype=np.float64)
-    flat = np.asarray(mass(probes, starts, ends), dtype=np.float64)
-    return np.split(flat, np.cumsum(sizes)[:-1])
+    return np.asarray(mass(probes, starts, ends), dtype=np.float64)
 
 
 def synthetic_count(
@@ -136,6 +144,37 @@ def synthetic_count(
     h = synthetic_histogram(prior, [(*covered(segs, u.lo, u.hi), u.value) for u in updates])
     i, j = covered(segs, lo, hi)
     return params.n * float(h[i:j].sum())
+
+
+def _starting_counts(
+    params: OnlinePMWParams, queries: Sequence[PMWQuery], updates: dict[str, list[PMWUpdate]], mass: PriorMass
+) -> np.ndarray:
+    """Each query's synthetic count ``s`` as the account's recorded ``updates`` leave it.
+
+    One call of ``mass`` gives every query's segment masses. A query at a probe without updates (all
+    but at most ``c`` probes) is its range's share of its floored masses, summed over that query's own
+    segments only, so a query's ``s`` is the same whatever else its request asks; a query at an
+    updated probe replays the updates (:func:`synthetic_count`).
+    """
+    plans = [
+        (q.probe, segments([(u.lo, u.hi) for u in updates.get(q.probe, ())] + [(q.lo, q.hi)]))
+        for q in queries
+    ]
+    flat = np.maximum(np.nan_to_num(_flat_masses(mass, plans)), 0.5 / params.n)
+    flat = np.append(flat, 0.0)  # reduceat's indices must stay below its length
+    edges: list[int] = []
+    start = 0
+    for q, (_, segs) in zip(queries, plans, strict=True):
+        i, j = covered(segs, q.lo, q.hi)
+        edges += [start, start + len(segs), start + i, start + j]
+        start += len(segs)
+    sums = np.add.reduceat(flat, np.array(edges, dtype=np.int64))  # increasing: plans follow each other
+    # sums[4k] is query k's total, sums[4k + 2] its range's; odd entries span neighbours and are unused
+    s = params.n * sums[2::4] / sums[0::4]
+    for k, q in enumerate(queries):
+        if updates.get(q.probe):
+            s[k] = synthetic_count(params, q.probe, q.lo, q.hi, updates[q.probe], mass)
+    return s
 
 
 def run(
@@ -149,45 +188,90 @@ def run(
 ) -> PMWRun:
     """Answer ``queries`` in order from the account's threshold ``z`` (secret), ``count`` positives
     spent and its recorded ``updates`` by probe (extended in place by this stream's TOPs, so a later
-    query of the same request sees an earlier one's update)."""
+    query of the same request sees an earlier one's update).
+
+    :func:`~mbeacon.privacy.online_pmw.online_pmw_step`'s test, on the whole stream at once: every
+    query's noise ``nu`` is drawn up front (independent of everything, and unseen until its query is
+    decided, so the law is the step loop's), the first query whose ``q + nu`` reaches
+    ``margin + z`` is the next TOP, and only the later queries at its probe get a new ``s``. A TOP's
+    release noise is drawn when it happens; draws for queries after the halt are discarded unseen.
+    """
     out = PMWRun([], [], [], [], count)
-    # every query's segments as the recorded updates cut them, their prior masses in one call; only a
-    # query at a probe this stream has updated is cut again (at most c probes)
-    plans = []
+    k = len(queries)
+    if k == 0:
+        return out
+    source = as_source(rng)
+    alpha = np.array([q.alpha for q in queries], dtype=np.float64)
+    s = _starting_counts(params, queries, updates, mass)
+    nu = np.atleast_1d(lattice_laplace(params.query_scale, 1.0, k, source)).astype(np.float64)
+    flags = np.full(k, BOT, dtype=np.int8)
+    released = np.full(k, np.nan)  # v of each TOP
+    t, bar = params.count_threshold, params.margin + z
+    i = 0
+    while i < k:
+        if out.count >= params.c:  # halted: the rest are answered from the synthetic distribution
+            flags[i:] = UNANSWERED
+            break
+        yes = s[i:] >= params.threshold
+        q = np.where(yes, t - 1 - alpha[i:], alpha[i:] - t)
+        tops = np.flatnonzero(q + nu[i:] >= bar)
+        if tops.size == 0:
+            break
+        j = i + int(tops[0])
+        top = queries[j]
+        v = alpha[j] + float(lattice_laplace(params.release_scale, 1.0, None, source))
+        flags[j], released[j] = TOP, v
+        update = PMWUpdate(top.probe, top.lo, top.hi, update_target(v, params.n))
+        updates.setdefault(top.probe, []).append(update)
+        out.updates.append(update)
+        out.count += 1
+        for m in range(j + 1, k):
+            if queries[m].probe == top.probe:
+                s[m] = synthetic_count(
+                    params, top.probe, queries[m].lo, queries[m].hi, updates[top.probe], mass
+                )
+        i = j + 1
+    value = np.where(flags == TOP, released, s)  # v on a TOP, the synthetic count elsewhere
+    out.flags = flags.tolist()
+    out.answers = (value >= params.threshold).tolist()
+    out.counts = [max(round(x), 0) for x in value.tolist()]  # post-processing of released values
+    return out
+
+
+def run_stepwise(
+    params: OnlinePMWParams,
+    z: float,
+    count: int,
+    queries: Sequence[PMWQuery],
+    updates: dict[str, list[PMWUpdate]],
+    mass: PriorMass,
+    rng=None,
+) -> PMWRun:
+    """:func:`run` the literal way, the reference it is tested and benchmarked against: per query, the
+    histogram of its segments with the probe's updates and one
+    :func:`~mbeacon.privacy.online_pmw.online_pmw_step`."""
+    out = PMWRun([], [], [], [], count)
+    source = as_source(rng)
     for q in queries:
-        recorded = updates.get(q.probe, [])
-        plans.append((q.probe, segments([(u.lo, u.hi) for u in recorded] + [(q.lo, q.hi)])))
-    masses = _masses(mass, plans) if plans else []
-    moved: set[str] = set()
-    for k, q in enumerate(queries):
-        probe_updates = updates.setdefault(q.probe, [])
-        if q.probe in moved:
-            ranges = [(u.lo, u.hi) for u in probe_updates] + [(q.lo, q.hi)]
-            segs, prior = histogram_for(q.probe, ranges, params.n, mass)
-        else:
-            segs, prior = plans[k][1], _starting(masses[k], params.n)
+        recorded = updates.setdefault(q.probe, [])
+        segs, prior = histogram_for(
+            q.probe, [(u.lo, u.hi) for u in recorded] + [(q.lo, q.hi)], params.n, mass
+        )
         state = OnlinePMWState(
-            z, out.count, tuple((q.probe, *covered(segs, u.lo, u.hi), u.value) for u in probe_updates)
+            z, out.count, tuple((q.probe, *covered(segs, u.lo, u.hi), u.value) for u in recorded)
         )
         i, j = covered(segs, q.lo, q.hi)
-        flag, answer, v, after = online_pmw_step(state, q.probe, i, j, q.alpha, prior, params, rng)
-        if flag == UNANSWERED:  # halted: the synthetic answer, free
-            h = synthetic_histogram(prior, [(lo, hi, t) for _, lo, hi, t in state.updates])
-            s = params.n * float(h[i:j].sum())
-            out.flags.append(UNANSWERED)
-            out.answers.append(bool(s >= params.threshold))
-            out.counts.append(max(round(s), 0))
-            continue
+        flag, answer, v, after = online_pmw_step(state, q.probe, i, j, q.alpha, prior, params, source)
+        if flag == UNANSWERED:
+            v = params.n * float(synthetic_histogram(prior, [u[1:] for u in state.updates])[i:j].sum())
+            answer = v >= params.threshold
+        elif flag == TOP:
+            update = PMWUpdate(q.probe, q.lo, q.hi, after.updates[-1][3])
+            recorded.append(update)
+            out.updates.append(update)
+            out.count = after.count
         assert v is not None
         out.flags.append(flag)
         out.answers.append(bool(answer))
-        out.counts.append(max(round(v), 0))  # post-processing of the released value
-        if flag == TOP:
-            update = PMWUpdate(q.probe, q.lo, q.hi, after.updates[-1][3])
-            probe_updates.append(update)
-            out.updates.append(update)
-            moved.add(q.probe)
-            out.count = after.count
-        else:
-            assert flag == BOT
+        out.counts.append(max(round(v), 0))
     return out

@@ -62,6 +62,7 @@ __all__ = [
     "online_pmw_epsilon",
     "online_pmw_step",
     "synthetic_histogram",
+    "update_target",
 ]
 
 
@@ -226,7 +227,9 @@ def synthetic_histogram(prior: np.ndarray, updates: Sequence[tuple[int, int, flo
     return h
 
 
-def _clip_target(v: float, n: int) -> float:
+def update_target(v: float, n: int) -> float:
+    """The mass a TOP's released count ``v`` gives its range: ``v / n``, kept half a patient inside
+    (0, 1) so that no bin's weight reaches 0 or 1 (a multiplicative update could not move it again)."""
     return min(max(v / n, 0.5 / n), 1.0 - 0.5 / n)
 
 
@@ -268,7 +271,7 @@ def online_pmw_step(
     if q + nu < params.margin + state.z:
         return BOT, int(synthetic_yes), s, state
     v = alpha + float(lattice_laplace(params.release_scale, 1.0, None, source))
-    update = (str(probe), lo, hi, _clip_target(v, params.n))
+    update = (str(probe), lo, hi, update_target(v, params.n))
     after = OnlinePMWState(state.z, state.count + 1, (*state.updates, update))
     return TOP, int(v >= params.threshold), v, after
 
