@@ -400,9 +400,10 @@ def advise(
     good = [c for c in advice.settings if c.meets_target]
     corner = [c for c in good if c.meets_utility]
     shown = advice.settings[:TABLE_ROWS]
+    reference = f"prior re-estimated from {advice.reference} reference people, " if advice.reference else ""
     console.print(
         f"[bold]{dataset}[/]: N = {advice.patients}, prior {advice.prior} v{advice.prior_version} "
-        f"({advice.prior_origin}); synthetic cohort of {advice.probes:,} probes, "
+        f"({advice.prior_origin}); synthetic cohort of {advice.probes:,} probes, {reference}"
         f"{advice.victims} + {advice.victims} victims, {config.repetitions} repetitions, "
         f"{advice.discovery_queries} discovery + {advice.random_queries} random queries; "
         f"{advice.seconds:.0f} s"

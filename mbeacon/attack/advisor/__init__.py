@@ -25,8 +25,16 @@ The synthetic world (:func:`synthetic_scenario`):
    simulation) and the spread follows the prior's own sd-by-mean relation;
 3. the members' values, with ``missing`` of them NaN, are the cohort; the victims are ``V`` members and
    the ``V`` non-members, re-measured (``+ N(0, noise^2)``, clipped to [0, 1]);
-4. :func:`~mbeacon.attack.scenario.build_scenario` plans the pooled attack and the three researcher
-   workloads (random, discovery, exploration), with the prior itself as the beacon's prior.
+4. the beacon's prior, estimated as the real one was: ``n_reference`` reference people (the prior's
+   own count, at most :data:`~.synthetic_prior.MAX_REFERENCE`) drawn from the public prior like the
+   members, and a prior built from them as the store builds one from a reference table (mean, sd,
+   Beta, a quantile sketch of the public prior's levels; :mod:`.synthetic_prior`). The public prior
+   is the synthetic population's truth, the re-estimate what the synthetic beacon knows of it. A
+   prior with no reference count (``n_reference`` 0: built from published means) stays the beacon's
+   prior as it is, and the advice warns that its utilities are then optimistic;
+5. :func:`~mbeacon.attack.scenario.build_scenario` plans the pooled attack and the three researcher
+   workloads (random, discovery, exploration), with the prior of step 4 as the beacon's and the
+   attacker's prior.
 
 Then :func:`~mbeacon.attack.evaluate.run_grid` evaluates every setting of the grid
 (:meth:`AdvisorConfig.grids`: every served mechanism with its own parameters), each against both
@@ -44,6 +52,7 @@ The package, one module per job (in dependency order):
 * :mod:`.config`: :class:`AdvisorConfig`, what is simulated and the grid of settings tried;
 * :mod:`.prior_choice`: :func:`choose_prior`, which prior stands for the dataset's and why;
 * :mod:`.inputs`: :func:`public_inputs`, the dataset's size and probe ids and its prior;
+* :mod:`.synthetic_prior`: the synthetic beacon's prior, re-estimated from synthetic reference people;
 * :mod:`.synthetic`: the synthetic cohort, disease and victims (:func:`synthetic_cohort`) and the
   scenario on them (:func:`synthetic_scenario`);
 * :mod:`.ranking`: each setting's outcome (:class:`Candidate`) and the order of preference (:func:`rank`);

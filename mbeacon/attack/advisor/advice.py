@@ -43,6 +43,8 @@ class Advice:
     description: str
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    #: Synthetic reference people the beacon's prior was re-estimated from (0: the public prior, exact).
+    reference: int = 0
 
     @property
     def recommendation(self) -> Candidate | None:
@@ -99,6 +101,7 @@ class Advice:
             "repetitions": self.config.repetitions,
             "synthetic": {
                 "probes": self.probes,
+                "reference_people": self.reference,
                 "victims_per_class": self.victims,
                 "dmp_fraction": self.config.dmp_fraction,
                 "effect_range": list(self.config.effect_range),

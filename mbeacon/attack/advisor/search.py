@@ -94,6 +94,12 @@ def advise_inputs(
     world = synthetic_cohort(inputs, config)
     scenario = scenario_for(world, inputs, config)
     _report(on_progress, "drawing the synthetic cohort", 1, 1)
+    if world.reference == 0:
+        warnings.append(
+            f"prior {inputs.prior.name!r} records no reference sample size (n_reference 0, e.g. built "
+            "from published means): the synthetic beacon uses it as an exact prior, so the synthetic "
+            "utilities are optimistic (real counts disagree with an estimated prior more often)"
+        )
     found = evaluate(scenario, config, workers=workers, on_progress=on_progress)
     settings, comparisons = rank(found)
     if len(scenario.discovery) == 0:
@@ -115,6 +121,7 @@ def advise_inputs(
         settings=settings,
         comparisons=comparisons,
         probes=int(world.cohort.shape[0]),
+        reference=world.reference,
         victims=int(scenario.labels.sum()),
         random_queries=len(scenario.random),
         discovery_queries=len(scenario.discovery),

@@ -10,6 +10,7 @@ import numpy as np
 
 from mbeacon.attack.advisor.config import AdvisorConfig
 from mbeacon.attack.advisor.inputs import PublicInputs
+from mbeacon.attack.advisor.synthetic_prior import estimated_prior
 from mbeacon.attack.scenario import Scenario, build_scenario
 from mbeacon.store.errors import DataError
 from mbeacon.store.priors import Prior, beta_moments
@@ -121,13 +122,17 @@ def draw_disease(prior: Prior, rows: np.ndarray, config: AdvisorConfig, rng: np.
 
 @dataclass(frozen=True, eq=False)
 class SyntheticCohort:
-    """The synthetic world of one advice: the cohort (probes x N), the victims and their labels."""
+    """The synthetic world of one advice: the cohort (probes x N), the victims and their labels, and
+    the beacon's prior (the public prior re-estimated from ``reference`` synthetic reference people;
+    the public prior itself when ``reference`` is 0)."""
 
     probe_ids: np.ndarray
     cohort: np.ndarray  # probes x N, NaN missing
     victims: np.ndarray  # 2V x probes, re-measured
     labels: np.ndarray
     disease: Disease
+    prior: Prior
+    reference: int
 
 
 def synthetic_cohort(inputs: PublicInputs, config: AdvisorConfig) -> SyntheticCohort:
@@ -161,7 +166,11 @@ def synthetic_cohort(inputs: PublicInputs, config: AdvisorConfig) -> SyntheticCo
     attacked = np.vstack([people[:v], people[n : n + v]])
     victims = np.clip(attacked + rng.normal(0.0, config.noise, attacked.shape), 0.0, 1.0)  # noise-ok
     labels = np.r_[np.ones(v, bool), np.zeros(v, bool)]
-    return SyntheticCohort(prior.probe_ids[rows], cohort, victims, labels, disease)
+    # drawn last, so that the people above are the same whether the prior is re-estimated or not
+    estimated = estimated_prior(prior, rows, rng, draw_from_prior)
+    beacon_prior = prior if estimated is None else estimated
+    reference = 0 if estimated is None else estimated.n_reference
+    return SyntheticCohort(prior.probe_ids[rows], cohort, victims, labels, disease, beacon_prior, reference)
 
 
 def synthetic_scenario(inputs: PublicInputs, config: AdvisorConfig) -> Scenario:
@@ -170,13 +179,19 @@ def synthetic_scenario(inputs: PublicInputs, config: AdvisorConfig) -> Scenario:
 
 
 def scenario_for(world: SyntheticCohort, inputs: PublicInputs, config: AdvisorConfig) -> Scenario:
-    """The evaluation scenario on ``world``, with the prior itself as the beacon's prior."""
+    """The evaluation scenario on ``world``, with the world's prior (:attr:`SyntheticCohort.prior`) as
+    the beacon's and the attacker's prior."""
+    estimated = (
+        f"prior re-estimated from {world.reference} reference people"
+        if world.reference
+        else "the prior itself as the beacon's"
+    )
     return build_scenario(
         world.cohort,
         world.probe_ids,
         world.victims,
         world.labels,
-        inputs.prior,
+        world.prior,
         queries=config.queries,
         noise_sd=config.noise,
         missing=config.missing,
@@ -184,7 +199,7 @@ def scenario_for(world: SyntheticCohort, inputs: PublicInputs, config: AdvisorCo
         seed=config.seed,
         description=(
             f"synthetic cohort for {inputs.dataset}: N = {inputs.patients}, {world.cohort.shape[0]:,} probes "
-            f"of prior {inputs.prior.name}, {world.disease.columns.size} DMPs, "
+            f"of prior {inputs.prior.name} ({estimated}), {world.disease.columns.size} DMPs, "
             f"{int(world.labels.sum())} + {int((~world.labels).sum())} victims, seed {config.seed}"
         ),
     )
