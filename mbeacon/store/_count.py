@@ -70,17 +70,19 @@ def _count_rows(
         i += 1
 
 
-# A kernel of its own rather than _count_rows over every column index: the untruncated count, the
-# common one, then keeps its contiguous reads with no index array to load beside each value. It
-# reads four rows side by side for the same reason as _count_rows.
+# The truncated count reads every value of each row, as the untruncated one does, and counts only
+# those of kept samples by a mask (``keep[j]``, 0 or 1, in the same branch-free sum). Reading the kept
+# columns by their indices instead would read fewer values, but an indexed read is not vectorised:
+# the contiguous masked pass is faster unless few samples are kept, and it costs about what the
+# untruncated count does (benchmarks/bench_truncation.py). Four rows side by side as in _count_rows.
 @numba.njit(cache=True, nogil=True)
-def _count_rows_in_columns(
+def _count_rows_masked(
     flat: np.ndarray,
     chunk_starts: np.ndarray,
     chunk_rows: int,
     width: int,
     rows: np.ndarray,
-    columns: np.ndarray,
+    keep: np.ndarray,
     lo: np.ndarray,
     hi: np.ndarray,
     out: np.ndarray,
@@ -94,22 +96,22 @@ def _count_rows_in_columns(
         l0, l1, l2, l3 = lo[i], lo[i + 1], lo[i + 2], lo[i + 3]
         h0, h1, h2, h3 = hi[i], hi[i + 1], hi[i + 2], hi[i + 3]
         n0 = n1 = n2 = n3 = 0
-        for k in range(columns.size):
-            c = columns[k]
-            v0, v1, v2, v3 = a0[c], a1[c], a2[c], a3[c]
-            n0 += (v0 >= l0) & (v0 <= h0)  # no branch, as in _count_rows
-            n1 += (v1 >= l1) & (v1 <= h1)
-            n2 += (v2 >= l2) & (v2 <= h2)
-            n3 += (v3 >= l3) & (v3 <= h3)
+        for j in range(width):
+            k = keep[j]
+            v0, v1, v2, v3 = a0[j], a1[j], a2[j], a3[j]
+            n0 += k & (v0 >= l0) & (v0 <= h0)  # no branch, as in _count_rows
+            n1 += k & (v1 >= l1) & (v1 <= h1)
+            n2 += k & (v2 >= l2) & (v2 <= h2)
+            n3 += k & (v3 >= l3) & (v3 <= h3)
         out[i], out[i + 1], out[i + 2], out[i + 3] = n0, n1, n2, n3
         i += 4
     while i < rows.size:
         values = _row(flat, chunk_starts, chunk_rows, width, rows[i])
         low, high = lo[i], hi[i]
         n = 0
-        for k in range(columns.size):
-            v = values[columns[k]]
-            n += (v >= low) & (v <= high)
+        for j in range(width):
+            v = values[j]
+            n += keep[j] & (v >= low) & (v <= high)
         out[i] = n
         i += 1
 
@@ -139,6 +141,7 @@ def count_rows(
     if columns is None:
         _count_rows(flat, chunk_starts, chunk_rows, width, rows, lo32, hi32, out)
     else:
-        cols = np.ascontiguousarray(columns, dtype=np.int64)
-        _count_rows_in_columns(flat, chunk_starts, chunk_rows, width, rows, cols, lo32, hi32, out)
+        keep = np.zeros(width, dtype=np.bool_)
+        keep[np.asarray(columns, dtype=np.int64)] = True
+        _count_rows_masked(flat, chunk_starts, chunk_rows, width, rows, keep, lo32, hi32, out)
     return out
