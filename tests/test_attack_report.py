@@ -8,16 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mbeacon.attack import report
+from mbeacon.attack import report, report_plots
 from mbeacon.attack.defences import Defence
-from mbeacon.attack.report import (
-    THRESHOLDS,
-    best_by_threshold,
-    in_corner,
-    main,
-    pareto,
-    views_table,
-)
+from mbeacon.attack.report import in_corner, main, views_table
+from mbeacon.attack.report_selection import THRESHOLDS, best_by_threshold, pareto
 
 
 def _frame(seed: int = 0) -> pd.DataFrame:
@@ -55,7 +49,7 @@ def _frame(seed: int = 0) -> pd.DataFrame:
 def figures(monkeypatch):
     """Every figure the report closes, kept open for inspection."""
     kept = []
-    monkeypatch.setattr(report.plt, "close", kept.append)
+    monkeypatch.setattr(report_plots.plt, "close", kept.append)
     return kept
 
 
@@ -75,7 +69,7 @@ def _no_overlap(fig) -> None:
 
 
 def test_frontier_shows_both_views_every_workload_and_labels_without_overlap(figures, tmp_path) -> None:
-    report._frontier(_frame(), tmp_path / "frontier.png")
+    report_plots.frontier(_frame(), tmp_path / "frontier.png")
     (fig,) = figures
     assert (tmp_path / "frontier.png").stat().st_size > 20_000
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
@@ -92,7 +86,7 @@ def test_frontier_shows_both_views_every_workload_and_labels_without_overlap(fig
 def test_frontier_by_threshold_has_a_column_per_threshold_and_labels_each_mechanism(
     figures, tmp_path
 ) -> None:
-    assert report._frontier_by_threshold(_frame(), tmp_path / "by_t.png")
+    assert report_plots.frontier_by_threshold(_frame(), tmp_path / "by_t.png")
     (fig,) = figures
     titles = [ax.get_title() for ax in fig.axes]
     for t in THRESHOLDS:
@@ -105,7 +99,7 @@ def test_frontier_by_threshold_has_a_column_per_threshold_and_labels_each_mechan
 
 def test_no_threshold_figure_without_those_thresholds(figures, tmp_path) -> None:
     frame = _frame()
-    assert not report._frontier_by_threshold(frame.assign(threshold=2), tmp_path / "none.png")
+    assert not report_plots.frontier_by_threshold(frame.assign(threshold=2), tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
 
 

@@ -91,7 +91,8 @@ def evaluate(
         public_row,
         run_grid,
     )
-    from mbeacon.attack.report import headline, write_report
+    from mbeacon.attack.report import write_report
+    from mbeacon.attack.report_selection import headline
 
     try:
         config = load_evaluation_config(config_path, quick=quick)

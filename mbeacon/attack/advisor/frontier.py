@@ -10,7 +10,7 @@ import numpy as np
 from mbeacon.attack.advisor.advice import Advice
 from mbeacon.attack.advisor.ranking import Candidate
 
-#: Colours and markers of the evaluation report (:mod:`mbeacon.attack.report`), for the same defences
+#: Colours and markers of the evaluation report (:mod:`mbeacon.attack.report_plots`), for the same defences
 #: (Online PMW's star there is a hexagon here: the star would hide the recommendation's ring).
 STYLE = {
     "svt2-single": ("#1f77b4", "o", "SVT² single threshold"),
