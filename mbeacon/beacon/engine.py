@@ -38,15 +38,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbeacon.beacon import pmw_state
+from mbeacon.beacon.answers import (
+    Answer,
+    AnswerSet,
+    BudgetExhausted,
+    DatasetUnavailable,
+    Principal,
+    UnknownProbe,
+)
 from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
-from mbeacon.beacon.config import TIERS, ConfigError, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.config import ConfigError, DatasetPolicy, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
-from mbeacon.beacon.holders import budget_holder
 from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
 from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED, Run
 from mbeacon.beacon.mechanisms import run as run_mechanism
 from mbeacon.beacon.pmw_state import PMWQuery, PMWUpdate
-from mbeacon.beacon.query import MethylationQuery, QueryError
+from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
@@ -63,31 +70,6 @@ LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
 SETTLE_NS = 1_000_000_000
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is asking: a user, or the shared anonymous caller."""
-
-    name: str
-    tier: str
-    group: str | None = None
-    anonymous: bool = False
-
-    def budget_holder(self, scope: str) -> str:
-        """The holder whose budget this caller's query spends on a dataset of ``scope``."""
-        return budget_holder(scope, self.name, self.group, self.anonymous)
-
-    def may_see(self, policy: DatasetPolicy) -> bool:
-        return TIERS.index(self.tier) >= TIERS.index(policy.tier)  # type: ignore[arg-type]
-
-
-class DatasetUnavailable(QueryError):
-    """The dataset does not exist or the caller may not see it (one message for both: no leak)."""
-
-
-class UnknownProbe(QueryError):
-    """A query names a probe (by id or by position) that none of the datasets it targets has."""
-
-
 @dataclass
 class _Resolved:
     """Per dataset: the queries it answers, the probe each resolved to and that probe's row.
@@ -99,38 +81,6 @@ class _Resolved:
     indices: list[int]
     probes: list[str | None]  # never None here; typed as _work's probes
     rows: list[int]
-
-
-class BudgetExhausted(RuntimeError):
-    """Every positive of the account is spent and the policy refuses further answers."""
-
-    def __init__(self, dataset: str, budget: dict) -> None:
-        super().__init__(f"privacy budget for dataset {dataset!r} is exhausted")
-        self.dataset = dataset
-        self.budget = budget
-
-
-@dataclass
-class Answer:
-    """One (query, dataset) answer as released."""
-
-    query_index: int
-    dataset: str
-    probe: str | None
-    exists: bool
-    answered_from: str  # "prior", "data" or "refused"
-    count: int | None = None
-    cached: bool = False
-    exhausted: bool = False
-
-
-@dataclass
-class AnswerSet:
-    answers: list[Answer]
-    budgets: dict[str, dict]
-    granularity: str
-    positives_spent: dict[str, int] = field(default_factory=dict)
-    refused: int = 0
 
 
 @dataclass
