@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from log_capture import capture_logs
 
 from mbeacon.api import ratelimit
-from mbeacon.beacon import engine as engine_module
 from mbeacon.beacon.config import ConfigError
 from mbeacon.beacon.query import MethylationQuery
+from mbeacon.beacon.release import audit_text
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import DEMO_DATASET
@@ -313,7 +313,7 @@ def test_audit_text_is_the_sorted_json_of_the_query(probe, resolved, lo, hi, gra
     probe queries reach the audit: region and gene queries are expanded into them first."""
     query = MethylationQuery(probe, None, None, lo, hi, None)
     expected = json.dumps({**query.describe(), "probe": resolved, "granularity": granularity}, sort_keys=True)
-    assert engine_module._audit_text(query, resolved, granularity) == expected
+    assert audit_text(query, resolved, granularity) == expected
 
 
 def test_budget_fields_agree_everywhere(app, fresh) -> None:

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mbeacon.api import create_app
-from mbeacon.beacon.engine import AnswerEngine, Principal
+from mbeacon.beacon.answers import Principal
+from mbeacon.beacon.engine import AnswerEngine
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.priors import prior_from_blocks, save_prior

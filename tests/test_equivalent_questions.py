@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from questions import DEMO, SECOND, Store, add_user, build_store, get, ledger_state, post, running_server
 
-from mbeacon.beacon.engine import _query_key
 from mbeacon.beacon.query import MethylationQuery, canonical_bound, parse_args, parse_body
+from mbeacon.beacon.release import query_key
 
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RESULTSETS = "responses/beaconResultsetsResponse.json"
@@ -105,7 +105,7 @@ def test_known_spellings_of_a_bound_meet(spellings: list[float]) -> None:
 
 
 def canonical_key(query: MethylationQuery) -> str:
-    return _query_key("v", query.probe, query, "boolean")
+    return query_key("v", query.probe, query, "boolean")
 
 
 def posted(params: dict) -> MethylationQuery:

@@ -22,7 +22,7 @@ from mbeacon.api.responses import (
     methylation_response,
     response_meta,
 )
-from mbeacon.beacon.engine import Answer, AnswerSet
+from mbeacon.beacon.answers import Answer, AnswerSet
 from mbeacon.beacon.query import MethylationQuery, ParsedRequest
 from mbeacon.beacon.wire import MAX_LIMIT, MAX_SKIP
 

@@ -16,8 +16,9 @@ import math
 import ledger_checks
 import pytest
 
+from mbeacon.beacon.answers import BudgetExhausted, Principal
 from mbeacon.beacon.config import ConfigError, load_config
-from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted, Principal
+from mbeacon.beacon.engine import AnswerEngine
 from mbeacon.beacon.ledger import Ledger
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.store.demo import ensure_demo

@@ -26,8 +26,9 @@ from mbeacon.api.bodies import MALFORMED_CHUNKED
 from mbeacon.api.jsonprovider import OrjsonProvider
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
+from mbeacon.beacon.answers import BudgetExhausted, DatasetUnavailable
 from mbeacon.beacon.config import ServiceConfig, load_config
-from mbeacon.beacon.engine import AnswerEngine, BudgetExhausted, DatasetUnavailable
+from mbeacon.beacon.engine import AnswerEngine
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, OperationError, UnknownTarget
 from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
 from mbeacon.beacon.query import QueryError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import g, request
 
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.engine import Principal
+from mbeacon.beacon.answers import Principal
 from mbeacon.beacon.ledger import User
 
 ANONYMOUS = Principal("anonymous", "PUBLIC", anonymous=True)

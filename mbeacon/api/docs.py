@@ -27,7 +27,7 @@ from markupsafe import Markup
 from mbeacon.api.auth import principal
 from mbeacon.api.openapi_spec import openapi_document
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.engine import DatasetUnavailable
+from mbeacon.beacon.answers import DatasetUnavailable
 from mbeacon.beacon.query import QueryError, canonical_bound
 from mbeacon.beacon.wire import DATASET_PATTERN, PROBE_PATTERN
 from mbeacon.store.priors import NoPriorChosen

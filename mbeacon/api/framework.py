@@ -17,8 +17,8 @@ from mbeacon.api.auth import principal
 from mbeacon.api.cors import add_cors_headers
 from mbeacon.api.responses import informational, request_summary, response_meta
 from mbeacon.api.runtime import runtime
+from mbeacon.beacon.answers import DatasetUnavailable
 from mbeacon.beacon.config import TIERS
-from mbeacon.beacon.engine import DatasetUnavailable
 from mbeacon.beacon.wire import (
     API_VERSION,
     DEFAULT_GRANULARITY,

@@ -13,7 +13,7 @@ from typing import Any
 from flask import current_app, jsonify
 from flask.wrappers import Response
 
-from mbeacon.beacon.engine import AnswerSet
+from mbeacon.beacon.answers import AnswerSet
 from mbeacon.beacon.query import MethylationQuery, ParsedRequest
 from mbeacon.beacon.wire import (
     API_VERSION,

@@ -14,8 +14,8 @@ For each request:
    per patient counts only each patient's first ``b`` samples, ``b`` its contribution bound and the
    sensitivity of SVT² and noisy counts (:mod:`mbeacon.beacon.contribution`);
 3. in one ledger transaction: lock every budget account involved (sorted, so no deadlock), take
-   cached answers, run SVT² over the rest from the saved state, store the new state, the new cached
-   answers and the audit rows; commit;
+   cached answers, run SVT² over the rest from the saved state (:mod:`mbeacon.beacon.release`),
+   store the new state, the new cached answers and the audit rows; commit;
 4. only then return the answers.
 
 If an account is already exhausted when the request starts and its policy is ``refuse``, the whole
@@ -26,66 +26,40 @@ transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExh
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mbeacon.beacon import pmw_state
+from mbeacon.beacon.answers import (
+    Answer,
+    AnswerSet,
+    BudgetExhausted,
+    DatasetUnavailable,
+    Principal,
+    UnknownProbe,
+)
 from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
-from mbeacon.beacon.config import TIERS, ConfigError, DatasetPolicy, ServiceConfig
+from mbeacon.beacon.config import ConfigError, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
-from mbeacon.beacon.holders import budget_holder
-from mbeacon.beacon.ledger.ledger import AuditRow, CachedAnswer, Ledger
-from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED, Run
-from mbeacon.beacon.mechanisms import run as run_mechanism
-from mbeacon.beacon.pmw_state import PMWQuery, PMWUpdate
-from mbeacon.beacon.query import MethylationQuery, QueryError
+from mbeacon.beacon.ledger.database import Tx
+from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
+from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED
+from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
-from mbeacon.privacy.noise import lattice_laplace
-from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
-from mbeacon.privacy.svt2 import SVT2State
+from mbeacon.beacon.release import PMWSource, Work, audit_text, query_key, release
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
 
 #: Cohort rows per block when the prior's position of every row is looked up (bounds the decoded ids).
 _INDEX_BLOCK = 65_536
-#: ``online-pmw``: the recorded histogram updates of the given probes, read under the account's lock.
-LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
 #: How long after a change of the store's datasets folder its listing and open cohorts are not reused.
 SETTLE_NS = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is asking: a user, or the shared anonymous caller."""
-
-    name: str
-    tier: str
-    group: str | None = None
-    anonymous: bool = False
-
-    def budget_holder(self, scope: str) -> str:
-        """The holder whose budget this caller's query spends on a dataset of ``scope``."""
-        return budget_holder(scope, self.name, self.group, self.anonymous)
-
-    def may_see(self, policy: DatasetPolicy) -> bool:
-        return TIERS.index(self.tier) >= TIERS.index(policy.tier)  # type: ignore[arg-type]
-
-
-class DatasetUnavailable(QueryError):
-    """The dataset does not exist or the caller may not see it (one message for both: no leak)."""
-
-
-class UnknownProbe(QueryError):
-    """A query names a probe (by id or by position) that none of the datasets it targets has."""
 
 
 @dataclass
@@ -99,79 +73,6 @@ class _Resolved:
     indices: list[int]
     probes: list[str | None]  # never None here; typed as _work's probes
     rows: list[int]
-
-
-class BudgetExhausted(RuntimeError):
-    """Every positive of the account is spent and the policy refuses further answers."""
-
-    def __init__(self, dataset: str, budget: dict) -> None:
-        super().__init__(f"privacy budget for dataset {dataset!r} is exhausted")
-        self.dataset = dataset
-        self.budget = budget
-
-
-@dataclass
-class Answer:
-    """One (query, dataset) answer as released."""
-
-    query_index: int
-    dataset: str
-    probe: str | None
-    exists: bool
-    answered_from: str  # "prior", "data" or "refused"
-    count: int | None = None
-    cached: bool = False
-    exhausted: bool = False
-
-
-@dataclass
-class AnswerSet:
-    answers: list[Answer]
-    budgets: dict[str, dict]
-    granularity: str
-    positives_spent: dict[str, int] = field(default_factory=dict)
-    refused: int = 0
-
-
-@dataclass
-class _Work:
-    """Per dataset: the queries that target it and their alpha/beta."""
-
-    dataset: str
-    policy: DatasetPolicy
-    query_index: list[int]
-    keys: list[str]
-    probes: list[str | None]
-    alpha: list[float]
-    beta: list[float]
-    audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
-    ranges: list[tuple[float, float]] = field(default_factory=list)  # [lo, hi] of each query
-
-
-_json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
-
-
-def _json_scalar(value: str | float | None) -> str:
-    return "null" if value is None else _json_str(value) if isinstance(value, str) else repr(value)
-
-
-def _audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str:
-    """The query as the audit log records it: as sent, with the probe it resolved to.
-
-    The text of ``json.dumps({**q.describe(), "probe": probe, "granularity": granularity},
-    sort_keys=True)``, written out directly (keys in sorted order; a float as ``repr`` writes it, as
-    json does): the encoder's set-up cost more than the text, once per query of a 1,000-query batch.
-    ``tests/test_api_behaviour.py`` checks the identity.
-    """
-    return (
-        f'{{"granularity": {_json_str(granularity)}, "maxValue": {q.hi!r}, "minValue": {q.lo!r}, '
-        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe)}}}'
-    )
-
-
-def _query_key(version: str, probe: str | None, q: MethylationQuery, granularity: str) -> str:
-    """Cache key; ``version`` (the cohort file's checksum) keeps answers of replaced data apart."""
-    return f"{version}|{probe}|{q.lo!r}|{q.hi!r}|{granularity}"
 
 
 class AnswerEngine:
@@ -359,7 +260,7 @@ class AnswerEngine:
     def _work(
         self, dataset: str, indices: list[int], queries: list[MethylationQuery], granularity: str,
         *, read_data: bool = True, resolved: _Resolved | None = None,
-    ) -> _Work:  # fmt: skip
+    ) -> Work:  # fmt: skip
         """alpha, beta, cache keys and audit texts of the queries ``indices`` on ``dataset``;
         ``resolved`` (from :meth:`_resolved`) saves looking their probes up again."""
         cohort = self.cohort(dataset)
@@ -400,10 +301,10 @@ class AnswerEngine:
                 else [0.0] * len(qs)
             )
         version = cohort.info.checksum[:16]
-        keys = [_query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
-        texts = [_audit_text(q, p, granularity) for p, q in zip(probes, qs, strict=True)]
+        keys = [query_key(version, p, q, granularity) for p, q in zip(probes, qs, strict=True)]
+        texts = [audit_text(q, p, granularity) for p, q in zip(probes, qs, strict=True)]
         ranges = [(q.lo, q.hi) for q in qs]
-        return _Work(dataset, policy, indices, keys, probes, alpha, beta, texts, ranges)
+        return Work(dataset, policy, indices, keys, probes, alpha, beta, texts, ranges)
 
     @staticmethod
     def _alpha(cohort: Cohort, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -491,12 +392,10 @@ class AnswerEngine:
                     account, cached = self.ledger.lock_account_and_answers(
                         tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
                     )
-                    updates: LoadUpdates | None = None
+                    pmw: PMWSource | None = None
                     if account.params.mechanism == "online-pmw":  # read under the lock just taken
-                        updates = functools.partial(self.ledger.pmw_updates, tx, holder, w.dataset)
-                    released, new_rows, state_after, pmw_new = self._release(
-                        account, w, cached, returned, updates
-                    )
+                        pmw = self._pmw_source(tx, holder, w.dataset)
+                    released, new_rows, state_after, pmw_new = release(account, w, cached, returned, pmw)
                     if (
                         account.exhausted
                         and w.policy.on_exhausted == "refuse"
@@ -557,77 +456,14 @@ class AnswerEngine:
             return "count"
         return "boolean"
 
-    def _decide(
-        self, account: Account, w: _Work, fresh: list[int], load_updates: LoadUpdates | None
-    ) -> tuple[Run, list[PMWUpdate]]:
-        """The account's mechanism run over the fresh queries ``fresh`` (indices into ``w``) in order,
-        and, for ``online-pmw``, the histogram updates its TOPs released (one per positive spent)."""
-        alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-        params = account.params
-        if params.mechanism != "online-pmw":
-            return run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta), []
-        assert load_updates is not None
-        probes = [str(w.probes[j]) for j in fresh]
-        pmw = params.online_pmw(self.cohort(w.dataset).n_patients)
-        queries = [PMWQuery(p, w.ranges[j][0], w.ranges[j][1], int(alpha[n]))
-                   for n, (p, j) in enumerate(zip(probes, fresh, strict=True))]  # fmt: skip
-
-        def mass(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-            return self._probability(w.dataset, ids, lo, hi)
-
-        decided = pmw_state.run(
-            pmw, account.state.z1, account.state.count, queries, load_updates(probes), mass
+    def _pmw_source(self, tx: Tx, holder: str, dataset: str) -> PMWSource:
+        """What ``online-pmw`` reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
+        account's recorded updates, the cohort's size and the prior's mass, each when it is needed."""
+        return PMWSource(
+            functools.partial(self.ledger.pmw_updates, tx, holder, dataset),
+            lambda: self.cohort(dataset).n_patients,
+            functools.partial(self._probability, dataset),
         )
-        state = SVT2State(account.state.z1, account.state.z2, decided.count)
-        run = Run(decided.flags, list(decided.answers), list(decided.counts), state)
-        return run, decided.updates
-
-    def _release(
-        self, account: Account, w: _Work, cached: dict[str, CachedAnswer], granularity: str,
-        load_updates: LoadUpdates | None = None,
-    ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, list[PMWUpdate]]:  # fmt: skip
-        released: list[Answer | None] = [None] * len(w.keys)
-        fresh: list[int] = []
-        first_of: dict[str, int] = {}
-        for j, key in enumerate(w.keys):
-            hit = cached.get(key)
-            if hit is not None:
-                released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], hit.exists, hit.answered_from,
-                                     hit.count, cached=True)  # fmt: skip
-            elif key in first_of:
-                continue  # the same query twice in one batch: answered once, below
-            else:
-                first_of[key] = j
-                fresh.append(j)
-        state = account.state
-        new_rows: list[tuple[str, CachedAnswer]] = []
-        pmw_new: list[PMWUpdate] = []
-        if fresh:
-            alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-            decided, pmw_new = self._decide(account, w, fresh, load_updates)
-            flags, state = decided.flags, decided.state
-            noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
-            for n, j in enumerate(fresh):
-                exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
-                if decided.answers[n] is not None and source != "refused":
-                    exists = bool(decided.answers[n])  # svt2-noisy's TOP, online-pmw's every answer
-                count = None
-                if granularity == "count" and source != "refused":
-                    count = noisy[n] if (source == "data" and noisy is not None) else round(beta[n])
-                    if decided.counts[n] is not None:
-                        count = decided.counts[n]
-                released[j] = Answer(
-                    w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
-                )
-                if source != "refused":
-                    new_rows.append((w.keys[j], CachedAnswer(exists, source, count)))
-        for j, key in enumerate(w.keys):  # duplicates within the batch share the first answer
-            if released[j] is None:
-                first = released[first_of[key]]
-                assert first is not None
-                released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], first.exists,
-                                     first.answered_from, first.count, cached=True)  # fmt: skip
-        return [a for a in released if a is not None], new_rows, state, pmw_new
 
     def budget_of(self, principal: Principal, dataset: str) -> dict:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""
@@ -658,28 +494,3 @@ class AnswerEngine:
 
 class _Rollback(Exception):
     """Raised inside the transaction to undo it (an exhausted account refused the request)."""
-
-
-def _outcome(
-    params: AccountParams, policy: DatasetPolicy, flag: int, alpha: float, beta: float
-) -> tuple[bool, str, bool]:
-    """``(exists, answered_from, exhausted)`` of one fresh answer from its SVT² flag."""
-    prior_yes = beta >= params.threshold
-    if params.mechanism == "none":
-        return alpha >= params.threshold, "data", False
-    if flag == UNANSWERED:
-        if policy.on_exhausted == "prior":
-            return prior_yes, "prior", True
-        return False, "refused", True
-    if flag == TOP:
-        return not prior_yes, "data", False
-    return prior_yes, "prior", False
-
-
-def _noisy_counts(params: AccountParams, alpha: list[float]) -> list[int] | None:
-    """Noisy counts for ``data`` answers when the account pays for them, else None."""
-    if params.count_epsilon <= 0:
-        return None
-    scale = params.c * params.sensitivity / params.count_epsilon  # a count moves by the bound
-    noise = lattice_laplace(scale, 1.0, len(alpha), None)
-    return np.maximum(np.array(alpha) + noise, 0).astype(np.int64).tolist()

@@ -16,7 +16,8 @@ and audited identically whatever the mechanism:
   released counts at the probe) with one ``margin``; a BOT releases the synthetic answer and count
   (free), a TOP a fresh noisy count ``v = alpha + Lap(c / epsilon3)`` and records the update it
   makes. Its state is SVT²'s row (its one noisy threshold in ``z1``) plus the updates; it is run by
-  the engine, which reads the updates under the account's lock, not by :func:`run`.
+  :func:`mbeacon.beacon.release.release`, with the updates the engine reads under the account's
+  lock, not by :func:`run`.
 
 Privacy cost (per account, at most ``c`` positives): ``svt2`` and ``svt2-margin`` cost SVT²'s
 ``2 (eps1 + eps2)`` (``2 (c eps1 + eps2)`` with ``redraw``) plus ``count_epsilon`` for noisy counts;

@@ -77,10 +77,10 @@ class PMWRun:
     """What ``online-pmw`` decided for a stream of fresh queries (see :class:`mechanisms.Run`).
 
     ``answers``: the yes/no released (the synthetic answer on BOT, ``v >= T`` on TOP; on UNANSWERED
-    the synthetic answer, which the engine releases only if the dataset answers exhausted accounts
-    from the prior); ``counts``: the count a CONTROLLED caller gets (``round(s)`` on BOT and
-    UNANSWERED, ``max(round(v), 0)`` on TOP); ``updates``: one per TOP, to record; ``count``: the
-    positives spent after the stream.
+    the synthetic answer, which :mod:`mbeacon.beacon.release` releases only if the dataset answers
+    exhausted accounts from the prior); ``counts``: the count a CONTROLLED caller gets (``round(s)``
+    on BOT and UNANSWERED, ``max(round(v), 0)`` on TOP); ``updates``: one per TOP, to record;
+    ``count``: the positives spent after the stream.
     """
 
     flags: list[int]

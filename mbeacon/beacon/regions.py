@@ -27,6 +27,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from mbeacon.beacon.answers import AnswerSet
 from mbeacon.beacon.query import MethylationQuery, QueryError
 from mbeacon.beacon.wire import MAX_REGION_PROBES
 from mbeacon.process import PROCESS
@@ -57,7 +58,7 @@ class Expansion:
     queries: list[MethylationQuery]
     origin: list[int] | None = None
 
-    def restore(self, result):  # an AnswerSet (engine.py imports this module)
+    def restore(self, result: AnswerSet) -> AnswerSet:
         """``result`` with each answer's ``query_index`` that of the query the caller sent."""
         if self.origin is None:
             return result

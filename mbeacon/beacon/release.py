@@ -1,0 +1,189 @@
+"""How one dataset's prepared work becomes released answers, and the names the ledger files them under.
+
+The engine (:mod:`mbeacon.beacon.engine`) resolves a request, prepares per dataset a :class:`Work`
+(alpha, beta, cache keys and audit texts, all outside any lock) and then, inside its one ledger
+transaction, hands each locked account and its cached answers to :func:`release`. Here the cached
+answers are reused, the account's mechanism (:mod:`mbeacon.beacon.mechanisms`, or
+:mod:`mbeacon.beacon.pmw_state` for ``online-pmw``) is run over the rest from the saved state, and
+each flag becomes an answer from the data or the prior, with a noisy count where the caller gets
+counts. Kept apart from the engine so that what is released is decided by functions of the account
+and the work alone: nothing here opens the store or writes the ledger, and the engine's transaction
+reads as lock, release, save.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbeacon.beacon import pmw_state
+from mbeacon.beacon.answers import Answer
+from mbeacon.beacon.budget import Account, AccountParams
+from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.ledger.ledger import CachedAnswer
+from mbeacon.beacon.mechanisms import Run
+from mbeacon.beacon.mechanisms import run as run_mechanism
+from mbeacon.beacon.pmw_state import PMWQuery, PMWUpdate, PriorMass
+from mbeacon.beacon.query import MethylationQuery
+from mbeacon.privacy.noise import lattice_laplace
+from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
+from mbeacon.privacy.svt2 import SVT2State
+
+#: ``online-pmw``: the recorded histogram updates of the given probes, read under the account's lock.
+LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
+
+
+@dataclass
+class Work:
+    """Per dataset: the queries that target it and their alpha/beta, prepared by the engine before the
+    ledger lock is taken."""
+
+    dataset: str
+    policy: DatasetPolicy
+    query_index: list[int]
+    keys: list[str]
+    probes: list[str | None]
+    alpha: list[float]
+    beta: list[float]
+    audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
+    ranges: list[tuple[float, float]] = field(default_factory=list)  # [lo, hi] of each query
+
+
+@dataclass(frozen=True)
+class PMWSource:
+    """What an ``online-pmw`` decision reads beyond its account and work, each read only when a fresh
+    query is decided: the account's recorded updates (under the lock the engine holds), the cohort
+    size the synthetic histogram is over, and the prior's mass of a range (the start of a segment)."""
+
+    load_updates: LoadUpdates
+    n_patients: Callable[[], int]
+    mass: PriorMass
+
+
+_json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
+
+
+def _json_scalar(value: str | float | None) -> str:
+    return "null" if value is None else _json_str(value) if isinstance(value, str) else repr(value)
+
+
+def audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str:
+    """The query as the audit log records it: as sent, with the probe it resolved to.
+
+    The text of ``json.dumps({**q.describe(), "probe": probe, "granularity": granularity},
+    sort_keys=True)``, written out directly (keys in sorted order; a float as ``repr`` writes it, as
+    json does): the encoder's set-up cost more than the text, once per query of a 1,000-query batch.
+    ``tests/test_api_behaviour.py`` checks the identity.
+    """
+    return (
+        f'{{"granularity": {_json_str(granularity)}, "maxValue": {q.hi!r}, "minValue": {q.lo!r}, '
+        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe)}}}'
+    )
+
+
+def query_key(version: str, probe: str | None, q: MethylationQuery, granularity: str) -> str:
+    """Cache key; ``version`` (the cohort file's checksum) keeps answers of replaced data apart."""
+    return f"{version}|{probe}|{q.lo!r}|{q.hi!r}|{granularity}"
+
+
+def _decide(
+    account: Account, w: Work, fresh: list[int], pmw: PMWSource | None
+) -> tuple[Run, list[PMWUpdate]]:
+    """The account's mechanism run over the fresh queries ``fresh`` (indices into ``w``) in order,
+    and, for ``online-pmw``, the histogram updates its TOPs released (one per positive spent)."""
+    alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
+    params = account.params
+    if params.mechanism != "online-pmw":
+        return run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta), []
+    assert pmw is not None
+    probes = [str(w.probes[j]) for j in fresh]
+    online = params.online_pmw(pmw.n_patients())
+    queries = [PMWQuery(p, w.ranges[j][0], w.ranges[j][1], int(alpha[n]))
+               for n, (p, j) in enumerate(zip(probes, fresh, strict=True))]  # fmt: skip
+    decided = pmw_state.run(
+        online, account.state.z1, account.state.count, queries, pmw.load_updates(probes), pmw.mass
+    )
+    state = SVT2State(account.state.z1, account.state.z2, decided.count)
+    run = Run(decided.flags, list(decided.answers), list(decided.counts), state)
+    return run, decided.updates
+
+
+def release(
+    account: Account, w: Work, cached: dict[str, CachedAnswer], granularity: str,
+    pmw: PMWSource | None = None,
+) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, list[PMWUpdate]]:  # fmt: skip
+    """The answers of ``w`` on ``account``, locked by the caller: each from ``cached`` where its key is
+    there, the rest from the account's mechanism run from its saved state (a query asked twice in
+    the batch is run once). Returns the answers in ``w``'s order, the new cache rows, the account's
+    state after the run and, for ``online-pmw``, the histogram updates to record; ``pmw`` is required
+    for an ``online-pmw`` account (:class:`PMWSource`)."""
+    released: list[Answer | None] = [None] * len(w.keys)
+    fresh: list[int] = []
+    first_of: dict[str, int] = {}
+    for j, key in enumerate(w.keys):
+        hit = cached.get(key)
+        if hit is not None:
+            released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], hit.exists, hit.answered_from,
+                                 hit.count, cached=True)  # fmt: skip
+        elif key in first_of:
+            continue  # the same query twice in one batch: answered once, below
+        else:
+            first_of[key] = j
+            fresh.append(j)
+    state = account.state
+    new_rows: list[tuple[str, CachedAnswer]] = []
+    pmw_new: list[PMWUpdate] = []
+    if fresh:
+        alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
+        decided, pmw_new = _decide(account, w, fresh, pmw)
+        flags, state = decided.flags, decided.state
+        noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
+        for n, j in enumerate(fresh):
+            exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
+            if decided.answers[n] is not None and source != "refused":
+                exists = bool(decided.answers[n])  # svt2-noisy's TOP, online-pmw's every answer
+            count = None
+            if granularity == "count" and source != "refused":
+                count = noisy[n] if (source == "data" and noisy is not None) else round(beta[n])
+                if decided.counts[n] is not None:
+                    count = decided.counts[n]
+            released[j] = Answer(
+                w.query_index[j], w.dataset, w.probes[j], exists, source, count, False, exhausted
+            )
+            if source != "refused":
+                new_rows.append((w.keys[j], CachedAnswer(exists, source, count)))
+    for j, key in enumerate(w.keys):  # duplicates within the batch share the first answer
+        if released[j] is None:
+            first = released[first_of[key]]
+            assert first is not None
+            released[j] = Answer(w.query_index[j], w.dataset, w.probes[j], first.exists,
+                                 first.answered_from, first.count, cached=True)  # fmt: skip
+    return [a for a in released if a is not None], new_rows, state, pmw_new
+
+
+def _outcome(
+    params: AccountParams, policy: DatasetPolicy, flag: int, alpha: float, beta: float
+) -> tuple[bool, str, bool]:
+    """``(exists, answered_from, exhausted)`` of one fresh answer from its SVT² flag."""
+    prior_yes = beta >= params.threshold
+    if params.mechanism == "none":
+        return alpha >= params.threshold, "data", False
+    if flag == UNANSWERED:
+        if policy.on_exhausted == "prior":
+            return prior_yes, "prior", True
+        return False, "refused", True
+    if flag == TOP:
+        return not prior_yes, "data", False
+    return prior_yes, "prior", False
+
+
+def _noisy_counts(params: AccountParams, alpha: list[float]) -> list[int] | None:
+    """Noisy counts for ``data`` answers when the account pays for them, else None."""
+    if params.count_epsilon <= 0:
+        return None
+    scale = params.c * params.sensitivity / params.count_epsilon  # a count moves by the bound
+    noise = lattice_laplace(scale, 1.0, len(alpha), None)
+    return np.maximum(np.array(alpha) + noise, 0).astype(np.int64).tolist()
