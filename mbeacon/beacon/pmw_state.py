@@ -207,6 +207,9 @@ def run(
     flags = np.full(k, BOT, dtype=np.int8)
     released = np.full(k, np.nan)  # v of each TOP
     t, bar = params.count_threshold, params.margin + z
+    at_probe: dict[str, list[int]] = {}  # each probe's queries, in order: a TOP moves only these
+    for m, q in enumerate(queries):
+        at_probe.setdefault(q.probe, []).append(m)
     i = 0
     while i < k:
         if out.count >= params.c:  # halted: the rest are answered from the synthetic distribution
@@ -225,11 +228,9 @@ def run(
         updates.setdefault(top.probe, []).append(update)
         out.updates.append(update)
         out.count += 1
-        for m in range(j + 1, k):
-            if queries[m].probe == top.probe:
-                s[m] = synthetic_count(
-                    params, top.probe, queries[m].lo, queries[m].hi, updates[top.probe], mass
-                )
+        same = at_probe[top.probe]
+        for m in same[bisect.bisect_right(same, j) :]:
+            s[m] = synthetic_count(params, top.probe, queries[m].lo, queries[m].hi, updates[top.probe], mass)
         i = j + 1
     value = np.where(flags == TOP, released, s)  # v on a TOP, the synthetic count elsewhere
     out.flags = flags.tolist()
