@@ -186,9 +186,8 @@ def _service_rows(repeats: int) -> list[Result]:
     params = OnlinePMWParams.from_epsilon(10.0, 50, 1.0, N_PATIENTS, margin=60.0)
     queries, mass = service_workload()
     alpha = [float(q.alpha) for q in queries]
-    beta = [
-        N_PATIENTS * float(mass(np.array([q.probe]), np.array([q.lo]), np.array([q.hi]))[0]) for q in queries
-    ]
+    ids, lo, hi = (np.array(v) for v in zip(*((q.probe, q.lo, q.hi) for q in queries), strict=True))
+    beta = (N_PATIENTS * mass(ids, lo, hi)).tolist()
     svt2 = SVT2Params.from_epsilon(10.0, 50, 1.0)
     timings = time_interleaved(
         {
