@@ -1,6 +1,7 @@
-"""The service's Online PMW decides a whole request at once (mbeacon.beacon.pmw_state.run). Its answers
-must follow the law of the reference, ``run_stepwise`` (one online_pmw_step per query on the histogram
-the updates leave), and a query's synthetic count must not depend on the rest of its request."""
+"""The service's Online PMW decides a whole request at once
+(mbeacon.beacon.sanitisers.online_pmw_state.run). Its answers must follow the law of the reference,
+``run_stepwise`` (one online_pmw_step per query on the histogram the updates leave), and a query's
+synthetic count must not depend on the rest of its request."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.beacon import pmw_state
+from mbeacon.beacon.sanitisers import online_pmw_state as pmw_state
 from mbeacon.privacy.online_pmw import OnlinePMWParams
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 

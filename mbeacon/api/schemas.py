@@ -4,7 +4,7 @@ generated from, and what the tests validate the responses against.
 The responses themselves are built as plain dicts (:mod:`mbeacon.api.responses`, the blueprints): that
 is the hot path of every answer, and a model instance per result set would cost more than the answer.
 The models state the shapes once; bounds, patterns and literals come from :mod:`mbeacon.beacon.wire`,
-the policy's choices from :class:`~mbeacon.beacon.config.DatasetPolicy`. A model's docstring is its
+the policy's choices from :mod:`mbeacon.beacon.sanitisers`. A model's docstring is its
 description in the document. Envelopes that follow a Beacon v2 framework schema link to it
 (``externalDocs``); the framework's schemas are not referenced with ``$ref`` because they live on
 another host, and a document whose references need the network would not load offline.
@@ -20,7 +20,9 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
+from mbeacon.beacon.config import ServiceConfig, Tier
+from mbeacon.beacon.sanitisers.policy import PolicyBase
+from mbeacon.beacon.sanitisers.registry import MechanismName
 from mbeacon.beacon.wire import (
     API_VERSION,
     BETA_MAX,
@@ -48,10 +50,10 @@ Spent = Annotated[float, Field(ge=0)]
 Beta = Annotated[float, Field(ge=BETA_MIN, le=BETA_MAX)]
 Uri = Annotated[str, Field(json_schema_extra={"format": "uri"})]
 
-Mechanism = DatasetPolicy.model_fields["mechanism"].annotation
-Variant = DatasetPolicy.model_fields["variant"].annotation
-Scope = DatasetPolicy.model_fields["scope"].annotation
-OnExhausted = DatasetPolicy.model_fields["on_exhausted"].annotation
+Mechanism = MechanismName
+Variant = PolicyBase.model_fields["variant"].annotation
+Scope = PolicyBase.model_fields["scope"].annotation
+OnExhausted = PolicyBase.model_fields["on_exhausted"].annotation
 Environment = ServiceConfig.model_fields["environment"].annotation
 ProductionStatus = Literal[tuple(dict.fromkeys(PRODUCTION_STATUS.values()))]  # type: ignore[valid-type]
 

@@ -48,10 +48,10 @@ from mbeacon.beacon.config import ConfigError, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
-from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
-from mbeacon.beacon.release import PMWSource, Work, audit_text, query_key, release
+from mbeacon.beacon.release import Work, audit_text, query_key, release
+from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
@@ -155,28 +155,21 @@ class AnswerEngine:
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file
             self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
-            if policy.mechanism in SANITISED:
+            if sanitiser_of(policy).spends_budget:
                 self._prior_rows(dataset)
-            if policy.mechanism == "online-pmw":
-                self._pmw_servable(dataset)
+            self._servable(dataset)
 
-    def _pmw_servable(self, dataset: str) -> None:
-        """``online-pmw`` is served at sensitivity 1 only: its audited step adds noise for counts that
-        move by one patient, so a dataset whose patients give several samples is refused."""
-        bound = self.sensitivity(dataset).bound
-        if bound > 1:
-            raise ConfigError(
-                f"dataset {dataset!r}: mechanism 'online-pmw' needs one counted sample per patient "
-                f"(contribution bound 1), but this dataset is served at contribution bound {bound}; "
-                "set contribution_bound = 1 in its table (each patient's first sample counts) or "
-                "choose another mechanism"
-            )
+    def _servable(self, dataset: str) -> None:
+        """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""
+        try:
+            sanitiser_of(self.config.policy(dataset)).check_servable(dataset, self.sensitivity(dataset).bound)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     def new_params(self, dataset: str) -> AccountParams:
         policy = self.config.policy(dataset)
-        if policy.mechanism == "online-pmw":
-            self._pmw_servable(dataset)
-        return AccountParams.from_policy(policy, sensitivity=self.sensitivity(dataset).bound)
+        self._servable(dataset)
+        return account_params(policy, sensitivity=self.sensitivity(dataset).bound)
 
     # --- answering -----------------------------------------------------------------------------
 
@@ -272,7 +265,7 @@ class AnswerEngine:
         else:  # not resolved beforehand: an unknown probe counts 0
             probes, rows = [q.probe for q in qs], None
         # N public: never a per-probe count of non-missing values (see the module docstring)
-        with_beta = policy.mechanism in SANITISED or not read_data
+        with_beta = sanitiser_of(policy).spends_budget or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
             q, probe = qs[0], probes[0]
             n = cohort.n_patients
@@ -354,7 +347,7 @@ class AnswerEngine:
             else:
                 probability = self.prior(dataset).probability(ids, lo, hi)
         except NoPriorChosen:  # allowed only for an unprotected dataset
-            if self.config.policy(dataset).mechanism in SANITISED:
+            if sanitiser_of(self.config.policy(dataset)).spends_budget:
                 raise
             return np.clip(hi - lo, 0.0, 1.0)
         missing = np.isnan(probability)
@@ -367,7 +360,7 @@ class AnswerEngine:
         try:
             probability = self.prior(dataset).probability_one(probe or "", lo, hi)
         except NoPriorChosen:
-            if self.config.policy(dataset).mechanism in SANITISED:
+            if sanitiser_of(self.config.policy(dataset)).spends_budget:
                 raise
             probability = math.nan
         return min(max(hi - lo, 0.0), 1.0) if math.isnan(probability) else probability
@@ -393,7 +386,7 @@ class AnswerEngine:
                         tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
                     )
                     pmw: PMWSource | None = None
-                    if account.params.mechanism == "online-pmw":  # read under the lock just taken
+                    if sanitiser_of(account.params.mechanism).learns:  # read under the lock just taken
                         pmw = self._pmw_source(tx, holder, w.dataset)
                     released, new_rows, state_after, pmw_new = release(account, w, cached, returned, pmw)
                     if (
@@ -449,15 +442,16 @@ class AnswerEngine:
         if requested == "boolean" or principal.tier != "CONTROLLED":
             return "boolean"
         policies = [self.config.policy(d) for d in datasets]
+        sanitisers = [sanitiser_of(p) for p in policies]
         if policies and all(
-            (p.count_epsilon > 0 and p.mechanism in SANITISED) or p.mechanism in RELEASES_COUNTS
-            for p in policies
+            (p.count_epsilon > 0 and s.spends_budget) or s.releases_counts
+            for p, s in zip(policies, sanitisers, strict=True)
         ):
             return "count"
         return "boolean"
 
     def _pmw_source(self, tx: Tx, holder: str, dataset: str) -> PMWSource:
-        """What ``online-pmw`` reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
+        """What a learning sanitiser reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
         account's recorded updates, the cohort's size and the prior's mass, each when it is needed."""
         return PMWSource(
             functools.partial(self.ledger.pmw_updates, tx, holder, dataset),
