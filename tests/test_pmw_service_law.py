@@ -71,6 +71,6 @@ def test_a_synthetic_count_is_the_replayed_histograms_and_does_not_depend_on_the
         alone = pmw_state._starting_counts(params, [q], updates, _beta_mass)
         assert alone[0] == s  # exactly: an answer never depends on what else the request asks
         replayed = pmw_state.synthetic_count(
-            params, q.probe, q.lo, q.hi, updates.get(q.probe, []), _beta_mass
+            params.n, q.probe, q.lo, q.hi, updates.get(q.probe, []), _beta_mass
         )
         assert s == pytest.approx(replayed, rel=1e-9, abs=1e-9)

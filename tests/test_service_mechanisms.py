@@ -207,17 +207,17 @@ def test_the_synthetic_count_does_not_depend_on_how_segments_are_cut(
     params = OnlinePMWParams(5.0, 1.0, 1.0, 1.0, 20, 1_000_000)
     updates = [pmw_state.PMWUpdate("p", lo, hi, t) for (lo, hi), t in zip(updated, targets, strict=False)]
     for lo, hi in extra:
-        plain = pmw_state.synthetic_count(params, "p", lo, hi, updates, _uniform)
+        plain = pmw_state.synthetic_count(params.n, "p", lo, hi, updates, _uniform)
         # the same question with the extra ranges' cut points added, by asking through more updates
         # whose target is the mass they already have (a no-op update on any cut)
         finer = [*updates]
         for a, b in extra:
             finer.append(
                 pmw_state.PMWUpdate(
-                    "p", a, b, pmw_state.synthetic_count(params, "p", a, b, finer, _uniform) / params.n
+                    "p", a, b, pmw_state.synthetic_count(params.n, "p", a, b, finer, _uniform) / params.n
                 )
             )
-        refined = pmw_state.synthetic_count(params, "p", lo, hi, finer, _uniform)
+        refined = pmw_state.synthetic_count(params.n, "p", lo, hi, finer, _uniform)
         assert refined == pytest.approx(plain, rel=1e-4, abs=0.05 * (len(updated) + len(extra) + 2))
 
 

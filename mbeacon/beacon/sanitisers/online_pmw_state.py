@@ -137,13 +137,14 @@ def _flat_masses(mass: PriorMass, plans: Sequence[tuple[str, list[tuple[float, f
 
 
 def synthetic_count(
-    params: OnlinePMWParams, probe: str, lo: float, hi: float, updates: Sequence[PMWUpdate], mass: PriorMass
+    n: int, probe: str, lo: float, hi: float, updates: Sequence[PMWUpdate], mass: PriorMass
 ) -> float:
-    """``s``: the synthetic count of ``[lo, hi]`` after ``updates`` (public, free)."""
-    segs, prior = histogram_for(probe, [(u.lo, u.hi) for u in updates] + [(lo, hi)], params.n, mass)
+    """``s``: the synthetic count of ``[lo, hi]`` after ``updates`` in a cohort of ``n`` patients
+    (public, free). The evaluation's model of the service (:mod:`mbeacon.attack.pmw_state`) uses it too."""
+    segs, prior = histogram_for(probe, [(u.lo, u.hi) for u in updates] + [(lo, hi)], n, mass)
     h = synthetic_histogram(prior, [(*covered(segs, u.lo, u.hi), u.value) for u in updates])
     i, j = covered(segs, lo, hi)
-    return params.n * float(h[i:j].sum())
+    return n * float(h[i:j].sum())
 
 
 def _starting_counts(
@@ -173,7 +174,7 @@ def _starting_counts(
     s = params.n * sums[2::4] / sums[0::4]
     for k, q in enumerate(queries):
         if updates.get(q.probe):
-            s[k] = synthetic_count(params, q.probe, q.lo, q.hi, updates[q.probe], mass)
+            s[k] = synthetic_count(params.n, q.probe, q.lo, q.hi, updates[q.probe], mass)
     return s
 
 
@@ -230,7 +231,8 @@ def run(
         out.count += 1
         same = at_probe[top.probe]
         for m in same[bisect.bisect_right(same, j) :]:
-            s[m] = synthetic_count(params, top.probe, queries[m].lo, queries[m].hi, updates[top.probe], mass)
+            later = queries[m]
+            s[m] = synthetic_count(params.n, top.probe, later.lo, later.hi, updates[top.probe], mass)
         i = j + 1
     value = np.where(flags == TOP, released, s)  # v on a TOP, the synthetic count elsewhere
     out.flags = flags.tolist()
