@@ -199,6 +199,7 @@ def dataset_policy_public(dataset: str) -> dict:
         "scope": policy.scope,
         "onExhausted": policy.on_exhausted,
         "tier": policy.tier,
+        "guarantee": runtime().engine.guarantee(dataset),
     }
 
 

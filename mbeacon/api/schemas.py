@@ -147,13 +147,28 @@ class ResponseMeta(InformationalMeta):
     receivedRequestSummary: ReceivedRequestSummary
 
 
+class CohortBudget(BaseModel):
+    """A cohort's shared budget (`cohort-pmw`): every holder's positives come out of it."""
+
+    positivesUsed: Count = Field(description="The cohort's positives spent by every holder together.")
+    positivesTotal: AtLeastOne = Field(description="c: the cohort's positives in all.")
+    epsilonSpent: Spent = Field(description="The cohort's privacy loss so far, whoever asked.")
+    epsilonTotal: Epsilon = Field(description="The cohort's whole privacy budget.")
+
+
 class Budget(BaseModel):
     """A budget holder's privacy budget on one dataset."""
 
     positivesUsed: Count = Field(description="Answers taken from the data so far (SVT² positives).")
-    positivesTotal: AtLeastOne = Field(description="c: the number of answers the data may give in all.")
-    epsilonSpent: Spent = Field(description="Privacy loss spent so far.")
+    positivesTotal: AtLeastOne = Field(
+        description="c: the number of answers the data may give in all (`cohort-pmw`: the holder's quota "
+        "of the cohort's positives)."
+    )
+    epsilonSpent: Spent = Field(description="Privacy loss spent so far (`cohort-pmw`: the cohort's).")
     epsilonTotal: Epsilon = Field(description="The whole privacy budget (epsilon).")
+    cohort: CohortBudget | None = Field(
+        None, description="`cohort-pmw`: the cohort's shared budget, which the quota is a share of."
+    )
 
 
 class BeaconError(BaseModel):
@@ -380,6 +395,36 @@ class AccountParameters(BaseModel):
     margin: float = Field(
         0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
     )
+    quota: int = Field(
+        0, ge=0, description="`cohort-pmw`: the most of the cohort's c positives one budget holder may spend."
+    )
+
+
+class BestAttack(BaseModel):
+    """The best membership attack the trade-off function of an epsilon-DP output allows, whoever asks."""
+
+    epsilon: Spent
+    maxAuc: float = Field(ge=0.5, le=1, description="The largest ROC area of any attack: e^eps/(1+e^eps).")
+    maxTprAt01PctFpr: float = Field(ge=0, le=1, description="The highest true-positive rate at 0.1% FPR.")
+    maxTprAt1PctFpr: float = Field(ge=0, le=1, description="The highest true-positive rate at 1% FPR.")
+
+
+class Guarantee(BaseModel):
+    """What the dataset's protection promises, and to whom."""
+
+    unit: Literal["cohort", "budget holder", "none"] = Field(
+        description="`cohort`: one budget for the patients, whoever asks (any coalition of accounts); "
+        "`budget holder`: per account, so k holders together compose to k times epsilon; `none`: unprotected."
+    )
+    epsilonTotal: Epsilon | None = None
+    epsilonSpent: Spent | None = None
+    positivesUsed: Count | None = None
+    positivesTotal: AtLeastOne | None = None
+    quota: int | None = None
+    bestAttack: BestAttack | None = Field(None, description="`cohort`: the bound on any coalition's attack.")
+    bestAttackPerHolder: BestAttack | None = Field(
+        None, description="`budget holder`: the bound on one holder's attack (not on a coalition's)."
+    )
 
 
 class DatasetPrivacy(AccountParameters):
@@ -388,6 +433,7 @@ class DatasetPrivacy(AccountParameters):
     scope: Scope = Field(description="Who shares one budget.")
     onExhausted: OnExhausted = Field(description="What happens once the c positives are spent.")
     tier: Tier = Field(description="The tier a caller needs to see and query the dataset.")
+    guarantee: Guarantee
 
 
 class ContributionBound(BaseModel):
@@ -558,6 +604,7 @@ class BudgetDetail(Budget):
     margin: float = Field(
         0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
     )
+    quota: int = Field(0, ge=0, description="`cohort-pmw`: the holder's share of the cohort's positives.")
 
 
 class CallerBudgets(BaseModel):

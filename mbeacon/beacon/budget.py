@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mbeacon.beacon.sanitisers import AccountParams, sanitiser_of
+from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
 from mbeacon.privacy.svt2 import SVT2State
 
-__all__ = ["Account", "AccountParams", "unopened_budget"]
+__all__ = ["Account", "AccountParams", "cohort_budget", "unopened_budget"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,16 @@ class Account:
     created: str
 
     @property
+    def limit(self) -> int:
+        """The positives this account may spend: ``c``, or a holder's quota of a shared cohort state
+        (the cohort's own account, :data:`COHORT_HOLDER`, has the cohort's ``c``)."""
+        if self.params.quota and self.principal != COHORT_HOLDER:
+            return self.params.quota
+        return self.params.c
+
+    @property
     def exhausted(self) -> bool:
-        return self.params.sanitised and self.state.count >= self.params.c
+        return self.params.sanitised and self.state.count >= self.limit
 
     def epsilon_spent(self) -> float:
         return sanitiser_of(self.params.mechanism).spent(self.params, self.state.count)
@@ -43,7 +52,7 @@ class Account:
             return unopened_budget(self.params)
         return {
             "positivesUsed": self.state.count,
-            "positivesTotal": self.params.c,
+            "positivesTotal": self.limit,
             "epsilonSpent": round(self.epsilon_spent(), 12),
             "epsilonTotal": self.params.epsilon,
         }
@@ -53,7 +62,18 @@ def unopened_budget(params: AccountParams) -> dict:
     """Budget fields of an account that has not answered anything yet."""
     return {
         "positivesUsed": 0,
-        "positivesTotal": params.c,
+        "positivesTotal": params.quota or params.c,
         "epsilonSpent": 0.0,
+        "epsilonTotal": params.epsilon,
+    }
+
+
+def cohort_budget(cohort: Account | None, params: AccountParams) -> dict:
+    """The shared state's budget: the cohort's positives and epsilon, spent and in all (nothing spent
+    while the state is not opened: no threshold has been drawn)."""
+    return {
+        "positivesUsed": cohort.state.count if cohort is not None else 0,
+        "positivesTotal": params.c,
+        "epsilonSpent": round(cohort.epsilon_spent(), 12) if cohort is not None else 0.0,
         "epsilonTotal": params.epsilon,
     }

@@ -43,7 +43,7 @@ from mbeacon.beacon.answers import (
     Principal,
     UnknownProbe,
 )
-from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
+from mbeacon.beacon.budget import Account, AccountParams, cohort_budget, unopened_budget
 from mbeacon.beacon.config import ConfigError, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
 from mbeacon.beacon.ledger.database import Tx
@@ -52,6 +52,9 @@ from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.beacon.release import Work, audit_text, query_key, release
 from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
+from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
+from mbeacon.privacy.svt2 import SVT2State
+from mbeacon.privacy.tradeoff import best_attack
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
@@ -374,6 +377,9 @@ class AnswerEngine:
         targets = self._resolved(principal, queries)
         returned = self._granularity(principal, granularity, list(targets))
         work = [self._work(d, r.indices, queries, returned, resolved=r) for d, r in targets.items()]
+        # a shared cohort state is locked before any holder's account, and cohorts in one order, so
+        # that two requests over the same cohorts never wait for each other's locks in a cycle
+        work.sort(key=lambda w: (self.cohort_key(w.dataset), w.dataset))
         answers: list[Answer] = []
         budgets: dict[str, dict] = {}
         spent: dict[str, int] = {}
@@ -382,22 +388,33 @@ class AnswerEngine:
             with self.ledger.db.transaction() as tx:
                 for w in work:
                     holder = principal.budget_holder(w.policy.scope)
+                    cohort = self._lock_cohort(tx, w.dataset)  # None unless the state is the cohort's
                     account, cached = self.ledger.lock_account_and_answers(
                         tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
                     )
+                    runs_on = cohort or account
                     pmw: PMWSource | None = None
                     if sanitiser_of(account.params.mechanism).learns:  # read under the lock just taken
-                        pmw = self._pmw_source(tx, holder, w.dataset)
-                    released, new_rows, state_after, pmw_new = release(account, w, cached, returned, pmw)
+                        pmw = self._pmw_source(tx, runs_on.principal, runs_on.dataset)
+                    released, new_rows, state_after, pmw_new = release(
+                        account, w, cached, returned, pmw, cohort
+                    )
                     if (
                         account.exhausted
                         and w.policy.on_exhausted == "refuse"
                         and any(a.answered_from == "refused" for a in released)
                     ):
-                        raise _Rollback(w.dataset, account.budget())
-                    self.ledger.save_account(tx, account, state_after)
+                        raise _Rollback(w.dataset, self._budget(account, cohort))
+                    self.ledger.save_account(tx, runs_on, state_after)
                     if pmw_new:  # one update per positive spent, under the same lock and commit
-                        self.ledger.store_pmw_updates(tx, account, pmw_new)
+                        self.ledger.store_pmw_updates(tx, runs_on, pmw_new)
+                    gained = state_after.count - runs_on.state.count
+                    if cohort is not None:  # the holder's quota: the positives its queries spent
+                        state_after = SVT2State(0.0, 0.0, account.state.count + gained)
+                        self.ledger.save_account(tx, account, state_after)
+                        cohort = Account(cohort.principal, cohort.dataset, cohort.params,
+                                         SVT2State(cohort.state.z1, cohort.state.z2,
+                                                   cohort.state.count + gained), cohort.created)  # fmt: skip
                     self.ledger.store_answers(tx, holder, w.dataset, new_rows)
                     audit += [
                         AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
@@ -405,8 +422,8 @@ class AnswerEngine:
                     ]
                     answers.extend(released)
                     after = Account(holder, w.dataset, account.params, state_after, account.created)
-                    budgets[w.dataset] = after.budget()
-                    spent[w.dataset] = state_after.count - account.state.count
+                    budgets[w.dataset] = self._budget(after, cohort)
+                    spent[w.dataset] = gained
                 self.ledger.append_audit(tx, audit)
         except _Rollback as rollback:
             dataset, budget = rollback.args
@@ -450,6 +467,47 @@ class AnswerEngine:
             return "count"
         return "boolean"
 
+    def cohort_key(self, dataset: str) -> str:
+        """The cohort a dataset's patients form: the unit a shared sanitiser's state belongs to."""
+        return dataset
+
+    def _lock_cohort(self, tx: Tx, dataset: str) -> Account | None:
+        """The cohort's shared state, locked until ``tx`` ends (opened on first use), when the dataset's
+        sanitiser keeps one; else None."""
+        if not sanitiser_of(self.config.policy(dataset)).shared:
+            return None
+        return self.ledger.lock_account(
+            tx, COHORT_HOLDER, self.cohort_key(dataset), lambda: self.new_params(dataset)
+        )
+
+    def guarantee(self, dataset: str) -> dict:
+        """What the dataset's protection promises, and to whom: for a shared state, the cohort's whole
+        budget, what is spent, and the best attack any coalition of askers could make (from the
+        trade-off function of the cohort's epsilon); else the promise per budget holder, which k
+        holders together compose to k times."""
+        policy = self.config.policy(dataset)
+        sanitiser = sanitiser_of(policy)
+        if not sanitiser.spends_budget:
+            return {"unit": "none"}
+        if not sanitiser.shared:
+            return {"unit": "budget holder", "bestAttackPerHolder": best_attack(policy.epsilon).to_json()}
+        cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
+        params = cohort.params if cohort is not None else self.new_params(dataset)
+        spent = cohort.epsilon_spent() if cohort is not None else 0.0
+        return {
+            "unit": "cohort",
+            "epsilonTotal": params.epsilon,
+            "epsilonSpent": round(spent, 12),
+            "positivesUsed": cohort.state.count if cohort is not None else 0,
+            "positivesTotal": params.c,
+            "quota": params.quota,
+            "bestAttack": best_attack(params.epsilon).to_json(),
+        }
+
+    def _budget(self, account: Account, cohort: Account | None) -> dict:
+        """What the holder is told of its budget; with a shared state, its quota and the cohort's."""
+        return account.budget() if cohort is None else _with_cohort(account.budget(), cohort, cohort.params)
+
     def _pmw_source(self, tx: Tx, holder: str, dataset: str) -> PMWSource:
         """What a learning sanitiser reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
         account's recorded updates, the cohort's size and the prior's mass, each when it is needed."""
@@ -470,6 +528,9 @@ class AnswerEngine:
             else self.ledger.params_for_new(holder, dataset, lambda: self.new_params(dataset))
         )
         budget = account.budget() if account is not None else unopened_budget(params)
+        if sanitiser_of(policy).shared:
+            cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
+            budget = _with_cohort(budget, cohort, params)
         return {
             **budget,
             "mechanism": params.mechanism,
@@ -483,7 +544,15 @@ class AnswerEngine:
             "marginBelow": params.margin_below,
             "epsilon3": params.epsilon3,
             "margin": params.margin,
+            "quota": params.quota,
         }
+
+
+def _with_cohort(budget: dict, cohort: Account | None, params: AccountParams) -> dict:
+    """A holder's budget (its quota) with the shared state's (``cohort``, None while no one has asked):
+    the epsilon spent is the cohort's."""
+    shared = cohort_budget(cohort, params)
+    return {**budget, "epsilonSpent": shared["epsilonSpent"], "cohort": shared}
 
 
 class _Rollback(Exception):

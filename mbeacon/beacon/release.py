@@ -75,26 +75,31 @@ def query_key(version: str, probe: str | None, q: MethylationQuery, granularity:
     return f"{version}|{probe}|{q.lo!r}|{q.hi!r}|{granularity}"
 
 
-def _decide(account: Account, w: Work, fresh: list[int], pmw: PMWSource | None) -> Run:
-    """The account's sanitiser run over the fresh queries ``fresh`` (indices into ``w``) in order."""
+def _decide(account: Account, w: Work, fresh: list[int], pmw: PMWSource | None, limit: int | None) -> Run:
+    """The account's sanitiser run from its state over the fresh queries ``fresh`` (indices into
+    ``w``) in order, halting at ``limit`` positives."""
     queries = Fresh(
         alpha=[w.alpha[j] for j in fresh],
         beta=[w.beta[j] for j in fresh],
         probes=[str(w.probes[j]) for j in fresh],
         ranges=[w.ranges[j] for j in fresh] if w.ranges else [],
     )
-    return sanitiser_of(account.params.mechanism).decide(account.params, account.state, queries, pmw)
+    return sanitiser_of(account.params.mechanism).decide(account.params, account.state, queries, pmw, limit)
 
 
 def release(
     account: Account, w: Work, cached: dict[str, CachedAnswer], granularity: str,
-    pmw: PMWSource | None = None,
+    pmw: PMWSource | None = None, cohort: Account | None = None,
 ) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, Sequence[PMWUpdate]]:  # fmt: skip
     """The answers of ``w`` on ``account``, locked by the caller: each from ``cached`` where its key is
     there, the rest from the account's mechanism run from its saved state (a query asked twice in
-    the batch is run once). Returns the answers in ``w``'s order, the new cache rows, the account's
-    state after the run and what a learning sanitiser's run learnt, to record; ``pmw`` is required
-    for such an account (:class:`~mbeacon.beacon.sanitisers.PMWSource`)."""
+    the batch is run once). Returns the answers in ``w``'s order, the new cache rows, the state after
+    the run and what a learning sanitiser's run learnt, to record; ``pmw`` is required for such an
+    account (:class:`~mbeacon.beacon.sanitisers.PMWSource`).
+
+    A shared sanitiser's mechanism runs from the ``cohort``'s state (locked by the caller too), and
+    stops where ``account``'s quota or the cohort's positives end; the state returned is the
+    cohort's, and ``account`` has spent the positives the cohort's state gained."""
     released: list[Answer | None] = [None] * len(w.keys)
     fresh: list[int] = []
     first_of: dict[str, int] = {}
@@ -113,7 +118,11 @@ def release(
     pmw_new: Sequence[PMWUpdate] = ()
     if fresh:
         alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-        decided = _decide(account, w, fresh, pmw)
+        runs_on = cohort or account
+        limit = None
+        if cohort is not None:  # the holder's quota left, on top of the cohort's positives so far
+            limit = cohort.state.count + max(account.limit - account.state.count, 0)
+        decided = _decide(runs_on, w, fresh, pmw, limit)
         flags, state, pmw_new = decided.flags, decided.state, decided.updates
         noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
         for n, j in enumerate(fresh):

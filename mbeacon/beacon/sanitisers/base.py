@@ -77,6 +77,9 @@ class Sanitiser:
     releases_counts: ClassVar[bool] = False
     #: Whether :meth:`decide` reads the account's recorded updates (:class:`PMWSource`).
     learns: ClassVar[bool] = False
+    #: Whether one state serves every budget holder of the cohort (the cohort's accountant), each
+    #: holder's account keeping only its quota of the cohort's positives.
+    shared: ClassVar[bool] = False
 
     def account_params(self, policy: PolicyBase, *, sensitivity: float = 1.0) -> AccountParams:
         """The public parameters of a new account under ``policy``: the split of its epsilon."""
@@ -95,8 +98,16 @@ class Sanitiser:
         """A new account's state: fresh secret noisy thresholds."""
         raise NotImplementedError
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
-        """The mechanism run over ``fresh`` from the saved ``state``."""
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
+        """The mechanism run over ``fresh`` from the saved ``state``; it halts when the positives
+        spent reach ``limit`` (``params.c`` by default: a shared sanitiser's caller has a quota)."""
         raise NotImplementedError
 
     def spent(self, params: AccountParams, positives: int) -> float:

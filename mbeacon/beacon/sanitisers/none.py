@@ -37,7 +37,14 @@ class Unprotected(SVT2):
     def start_state(self, params: AccountParams) -> SVT2State:
         return SVT2State(0.0, 0.0, 0)
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
         n = len(fresh.alpha)
         return Run([0] * n, [None] * n, [None] * n, state)
 

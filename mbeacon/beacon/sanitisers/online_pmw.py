@@ -94,14 +94,22 @@ class OnlinePMW(Sanitiser):
         """Its one threshold ``rho ~ Lap(1/eps1)`` in ``z1`` (``n`` does not enter its noise)."""
         return SVT2State(OnlinePMWState.start(self.mechanism_params(params, n=1)).z, 0.0, 0)
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
         if source is None:
             raise ValueError("online-pmw decides from the account's recorded updates (a PMWSource)")
         online = self.mechanism_params(params, n=source.n_patients())
         asked = zip(fresh.probes, fresh.ranges, fresh.alpha, strict=True)
         queries = [PMWQuery(p, lo, hi, int(a)) for p, (lo, hi), a in asked]
+        updates = source.load_updates(fresh.probes)
         decided = online_pmw_state.run(
-            online, state.z1, state.count, queries, source.load_updates(fresh.probes), source.mass
+            online, state.z1, state.count, queries, updates, source.mass, limit=limit
         )
         after = SVT2State(state.z1, state.z2, decided.count)
         return Run(decided.flags, list(decided.answers), list(decided.counts), after, decided.updates)

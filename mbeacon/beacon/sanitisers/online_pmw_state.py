@@ -186,10 +186,13 @@ def run(
     updates: dict[str, list[PMWUpdate]],
     mass: PriorMass,
     rng=None,
+    *,
+    limit: int | None = None,
 ) -> PMWRun:
     """Answer ``queries`` in order from the account's threshold ``z`` (secret), ``count`` positives
     spent and its recorded ``updates`` by probe (extended in place by this stream's TOPs, so a later
-    query of the same request sees an earlier one's update).
+    query of the same request sees an earlier one's update). The stream halts when ``count`` reaches
+    ``limit`` (``params.c`` by default; a cohort-pmw caller's quota may stop it earlier).
 
     :func:`~mbeacon.privacy.online_pmw.online_pmw_step`'s test, on the whole stream at once: every
     query's noise ``nu`` is drawn up front (independent of everything, and unseen until its query is
@@ -213,7 +216,8 @@ def run(
         at_probe.setdefault(q.probe, []).append(m)
     i = 0
     while i < k:
-        if out.count >= params.c:  # halted: the rest are answered from the synthetic distribution
+        if out.count >= (params.c if limit is None else min(limit, params.c)):  # halted: the rest are
+            # answered from the synthetic distribution
             flags[i:] = UNANSWERED
             break
         yes = s[i:] >= params.threshold

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 #: Parameters of the newer sanitisers: left out of the stored text when 0, so the text of an account
 #: that does not use them is what it always was.
-_SANITISER_FIELDS = ("margin_above", "margin_below", "epsilon3", "margin")
+_SANITISER_FIELDS = ("margin_above", "margin_below", "epsilon3", "margin", "quota")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class AccountParams:
     margin_below: float = 0.0
     epsilon3: float = 0.0  # svt2-noisy, online-pmw: the noisy counts that answer TOPs
     margin: float = 0.0  # online-pmw: patients of disagreement with the synthetic answer a TOP needs
+    #: cohort-pmw: the most of the cohort's ``c`` positives one budget holder's queries may spend (0: none)
+    quota: int = 0
 
     @property
     def sanitised(self) -> bool:
@@ -74,6 +76,7 @@ class AccountParams:
             "marginBelow": self.margin_below,
             "epsilon3": self.epsilon3,
             "margin": self.margin,
+            "quota": self.quota,
         }
 
 

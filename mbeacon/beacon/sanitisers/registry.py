@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from mbeacon.beacon.sanitisers.base import Sanitiser
+from mbeacon.beacon.sanitisers.cohort_pmw import CohortPMW
 from mbeacon.beacon.sanitisers.none import Unprotected
 from mbeacon.beacon.sanitisers.online_pmw import OnlinePMW
 from mbeacon.beacon.sanitisers.params import AccountParams
@@ -20,7 +21,7 @@ from mbeacon.beacon.sanitisers.svt2_noisy import SVT2Noisy
 
 #: Every served mechanism, by the name a policy's ``mechanism`` gives (the first is the default).
 SANITISERS: dict[str, Sanitiser] = {
-    s.name: s for s in (SVT2(), SVT2Margin(), SVT2Noisy(), OnlinePMW(), Unprotected())
+    s.name: s for s in (SVT2(), SVT2Margin(), SVT2Noisy(), OnlinePMW(), CohortPMW(), Unprotected())
 }
 DEFAULT_MECHANISM = next(iter(SANITISERS))
 if TYPE_CHECKING:

@@ -58,7 +58,14 @@ class SVT2(Sanitiser):
     def start_state(self, params: AccountParams) -> SVT2State:
         return SVT2State.start(self.mechanism_params(params))
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
         p = self.mechanism_params(params)
         n = len(fresh.alpha)
         none: list = [None] * n

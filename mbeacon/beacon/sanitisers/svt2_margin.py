@@ -34,7 +34,14 @@ class SVT2Margin(SVT2):
                                 params.sensitivity, params.variant == "redraw", params.margin_above,
                                 params.margin_below)  # fmt: skip
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
         p = self.mechanism_params(params)
         flags: list[int] = []
         for a, b in zip(fresh.alpha, fresh.beta, strict=True):

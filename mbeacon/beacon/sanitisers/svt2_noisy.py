@@ -37,7 +37,14 @@ class SVT2Noisy(SVT2):
                                params.sensitivity, params.variant == "redraw", params.margin_above,
                                params.margin_below, params.epsilon3)  # fmt: skip
 
-    def decide(self, params: AccountParams, state: SVT2State, fresh: Fresh, source: PMWSource | None) -> Run:
+    def decide(
+        self,
+        params: AccountParams,
+        state: SVT2State,
+        fresh: Fresh,
+        source: PMWSource | None,
+        limit: int | None = None,
+    ) -> Run:
         p = self.mechanism_params(params)
         flags: list[int] = []
         answers: list[bool | None] = []
