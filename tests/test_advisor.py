@@ -407,7 +407,9 @@ def test_every_mechanisms_advice_is_a_dataset_policy(
         return
     # pasted under [defaults] that say otherwise, the table still serves exactly the evaluated setting
     config = tmp_path / "mbeacon.toml"
-    config.write_text('[defaults]\nvariant = "redraw"\ncount_epsilon = 0.5\nepsilon = 1.0\n\n' + text)
+    config.write_text(
+        '[defaults]\nmechanism = "svt2"\nvariant = "redraw"\ncount_epsilon = 0.5\nepsilon = 1.0\n\n' + text
+    )
     policy = load_config(config, env={}).policy("demo-cohort")
     assert (policy.mechanism, policy.epsilon, policy.count_epsilon) == (candidate.mechanism, 10.0, 0.0)
     assert policy.variant == candidate.variant

@@ -38,7 +38,7 @@ CONTROLLED = "controlled-cohort"
 PUBLIC = "public-cohort"
 REDRAW = "redraw-cohort"
 C = 5
-POLICY = {"c": C, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": C, "epsilon": 1.0}
 DATASETS = {
     DEMO: {**POLICY},
     PRIOR: {**POLICY, "on_exhausted": "prior"},

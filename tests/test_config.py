@@ -22,7 +22,12 @@ def test_defaults_without_file_or_environment() -> None:
     assert config == ServiceConfig()
     assert config.defaults == dataset_policy()
     assert config.policy("anything") == config.defaults
-    assert (config.anonymous, config.metrics_public, config.defaults.mechanism) == ("refuse", False, "svt2")
+    # a policy that names no mechanism protects the cohort as a whole
+    assert (config.anonymous, config.metrics_public, config.defaults.mechanism) == (
+        "refuse",
+        False,
+        "cohort-pmw",
+    )
 
 
 def test_layers_file_then_environment_then_overrides(tmp_path: Path) -> None:
@@ -83,6 +88,7 @@ on_exhausted = "prior"
 epsilon = 4.0
 
 [datasets.cohort-b]
+mechanism = "svt2"
 tier = "PUBLIC"
 count_epsilon = 0.5
 """,

@@ -54,7 +54,7 @@ REG = "registered-only-cohort"
 CTL = "controlled-only-cohort"
 MISSING = "no-such-cohort"
 C = 5
-POLICY = {"c": C, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": C, "epsilon": 1.0}
 DATASETS = {
     DEMO: {**POLICY, "tier": "PUBLIC"},
     REG: {**POLICY, "tier": "REGISTERED", "variant": "redraw", "on_exhausted": "prior"},

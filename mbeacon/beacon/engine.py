@@ -394,7 +394,7 @@ class AnswerEngine:
                     )
                     runs_on = cohort or account
                     pmw: PMWSource | None = None
-                    if sanitiser_of(account.params.mechanism).learns:  # read under the lock just taken
+                    if sanitiser_of(runs_on.params.mechanism).learns:  # read under the lock just taken
                         pmw = self._pmw_source(tx, runs_on.principal, runs_on.dataset)
                     released, new_rows, state_after, pmw_new = release(
                         account, w, cached, returned, pmw, cohort

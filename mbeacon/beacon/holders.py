@@ -1,10 +1,11 @@
 """Who holds a privacy budget, and what a user name may be: one rule for the engine, the CLI and the
 admin API.
 
-A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller) or
-``anonymous`` (the callers without a key, when the service lets them in). User and group names share
-one pattern, which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes,
-no separators).
+A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller),
+``anonymous`` (the callers without a key, when the service lets them in) or ``cohort`` (the state a
+shared sanitiser keeps for the whole cohort: an operator's target, never a caller's budget). User and
+group names share one pattern, which also keeps them safe in URLs, log lines and both ledger
+databases (no NUL bytes, no separators).
 
 A name has one spelling (:func:`canonical_name`): Unicode compatibility forms (full-width letters),
 surrounding white space and letter case are not part of it, so ``Dup2``, ``"dup2 "`` and ``ｄｕｐ２`` all
@@ -26,9 +27,11 @@ from mbeacon.beacon.errors import InvalidRequest
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._@-]{0,63}$"
 _NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
 #: A budget holder as written in the admin API's paths and filters.
-HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$"
+HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$|^cohort$"
+#: Holders written without a name.
+SPECIAL_HOLDERS = ("global", "anonymous", "cohort")
 
-HolderKind = Literal["user", "group", "global", "anonymous"]
+HolderKind = Literal["user", "group", "global", "anonymous", "cohort"]
 
 
 def canonical_name(text: str) -> str:
@@ -59,7 +62,7 @@ class Holder:
         canonical = canonical_name(text)
         if re.fullmatch(HOLDER_PATTERN, canonical) is None:
             raise InvalidRequest(
-                f"{what} must be user:NAME, group:NAME, global or anonymous, not {text[:70]!r}"
+                f"{what} must be user:NAME, group:NAME, global, anonymous or cohort, not {text[:70]!r}"
             )
         kind, _, name = canonical.partition(":")
         return cls(kind, name or None)  # type: ignore[arg-type]
@@ -68,7 +71,7 @@ class Holder:
     def from_command_line(cls, text: str) -> Holder:
         """A holder as an operator types it: a bare name is that user's (``alice`` is ``user:alice``)."""
         canonical = canonical_name(text)
-        if ":" in canonical or canonical in ("global", "anonymous"):
+        if ":" in canonical or canonical in SPECIAL_HOLDERS:
             return cls.parse(canonical)
         return cls.parse(f"user:{canonical}")
 

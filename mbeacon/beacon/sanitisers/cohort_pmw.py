@@ -25,8 +25,8 @@ from mbeacon.beacon.sanitisers.params import AccountParams
 from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.privacy.svt2 import SVT2State
 
-#: The ledger's holder of a cohort's shared state. Not a valid user, group or scope name
-#: (:data:`mbeacon.beacon.holders.HOLDER_PATTERN`), so no caller's account can be it.
+#: The ledger's holder of a cohort's shared state (:mod:`mbeacon.beacon.holders`): no caller's budget
+#: is ever held by it (a caller's is ``user:NAME``, ``group:NAME``, ``global`` or ``anonymous``).
 COHORT_HOLDER = "cohort"
 
 

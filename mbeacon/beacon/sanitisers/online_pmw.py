@@ -21,7 +21,7 @@ from mbeacon.beacon.sanitisers import online_pmw_state
 from mbeacon.beacon.sanitisers.base import Fresh, PMWSource, Run, Sanitiser
 from mbeacon.beacon.sanitisers.online_pmw_state import PMWQuery
 from mbeacon.beacon.sanitisers.params import AccountParams
-from mbeacon.beacon.sanitisers.policy import PolicyBase, ReleasingPolicy
+from mbeacon.beacon.sanitisers.policy import PolicyBase, ReleasingPolicy, default_hint
 from mbeacon.privacy.accounting import online_pmw_spent
 from mbeacon.privacy.online_pmw import OnlinePMWParams, OnlinePMWState
 from mbeacon.privacy.sparse_vector import generalized_svt_allocate
@@ -43,7 +43,7 @@ class OnlinePMWPolicy(ReleasingPolicy):
         if self.variant != "single":
             raise ValueError(
                 "variant 'redraw' applies to the SVT² mechanisms; online-pmw draws one noisy threshold "
-                "for the account's whole stream"
+                "for the account's whole stream" + default_hint(self.mechanism)
             )
         return self
 
@@ -77,7 +77,7 @@ class OnlinePMW(Sanitiser):
         """Its audited step adds noise for counts that move by one patient at most."""
         if sensitivity > 1:
             raise ValueError(
-                f"dataset {dataset!r}: mechanism 'online-pmw' needs one counted sample per patient "
+                f"dataset {dataset!r}: mechanism {self.name!r} needs one counted sample per patient "
                 f"(contribution bound 1), but this dataset is served at contribution bound {sensitivity}; "
                 "set contribution_bound = 1 in its table (each patient's first sample counts) or "
                 "choose another mechanism"

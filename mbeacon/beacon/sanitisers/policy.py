@@ -22,6 +22,13 @@ MIN_SVT_EPSILON = 1e-6
 DEFAULT_RELEASE_SHARE = 1 / 3
 
 
+def default_hint(mechanism: str) -> str:
+    """Said after a refusal by the default mechanism, which a table that names none gets."""
+    if mechanism != "cohort-pmw":
+        return ""
+    return ' (cohort-pmw is the default mechanism; write mechanism = "svt2" for per-account SVT²)'
+
+
 class PolicyBase(BaseModel):
     """How one dataset is protected and who may query it: the keys common to every mechanism."""
 
@@ -70,7 +77,7 @@ class ReleasingPolicy(PolicyBase):
         if self.count_epsilon > 0:
             raise ValueError(
                 f"count_epsilon must be 0 with mechanism {self.mechanism!r}: its TOP answers release "
-                "their own noisy count, paid by release_share"
+                "their own noisy count, paid by release_share" + default_hint(self.mechanism)
             )
         if self.epsilon * (1 - self.effective_release_share) < MIN_SVT_EPSILON:
             raise ValueError(

@@ -19,11 +19,13 @@ from mbeacon.beacon.sanitisers.svt2 import SVT2
 from mbeacon.beacon.sanitisers.svt2_margin import SVT2Margin
 from mbeacon.beacon.sanitisers.svt2_noisy import SVT2Noisy
 
-#: Every served mechanism, by the name a policy's ``mechanism`` gives (the first is the default).
+#: Every served mechanism, by the name a policy's ``mechanism`` gives.
 SANITISERS: dict[str, Sanitiser] = {
     s.name: s for s in (SVT2(), SVT2Margin(), SVT2Noisy(), OnlinePMW(), CohortPMW(), Unprotected())
 }
-DEFAULT_MECHANISM = next(iter(SANITISERS))
+#: A policy that names no mechanism protects the cohort as a whole (docs/privacy.md, "The cohort's
+#: accountant"): an operator who writes only epsilon, c and T makes a promise to the patients.
+DEFAULT_MECHANISM = CohortPMW.name
 if TYPE_CHECKING:
     MechanismName = str
 else:  # the served names as a type: the API's schemas offer exactly these

@@ -18,6 +18,7 @@ import numpy as np
 
 from mbeacon.privacy import (
     clipping,
+    cohort_pmw,
     dssgd,
     faulty,
     online_pmw,
@@ -506,6 +507,22 @@ def _pmw(fn: Callable[..., NoisyRelease], params: online_pmw.OnlinePMWParams) ->
     return run
 
 
+#: The audit's cohort-pmw stream: two owners taking turns, one TOP each at most, two for the cohort.
+COHORT_OWNERS = np.arange(QUERIES) % 2
+
+
+def _cohort(params: online_pmw.OnlinePMWParams, *, broken: bool) -> Runner:
+    def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
+        owners = COHORT_OWNERS[: len(context["lo"])]
+        asked = (owners, context["lo"], context["hi"], x, context["prior"], params, 1)
+        release = cohort_pmw.cohort_pmw_batch(*asked, runs=runs, rng=rng, _exact_past_quota=broken)
+        # an untested query's answer is released too (the service answers it from the synthetic state)
+        codes = (release.flags.astype(np.int16) + 1) + 3 * release.answers.astype(np.int16)
+        return Outputs(codes, np.where(release.flags == 1, release.counts, np.nan))
+
+    return run
+
+
 def sanitiser_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
     """SVT² with a margin, SVT² with a noisy release and Online PMW, each with its broken twin."""
     eps = epsilon
@@ -541,6 +558,14 @@ def sanitiser_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             "Online PMW from the prior (4 bins, n = 4), decision test, margin 0.5, eps3 = eps/3, c = 2",
         ),
         AuditTarget(
+            "cohort-pmw-c2",
+            eps,
+            _cohort(pmw, broken=False),
+            pmw_pairs,
+            "pass",
+            "Online PMW with one state for two owners taking turns, quota 1 each, c = 2 for the cohort",
+        ),
+        AuditTarget(
             "svt2-margin-peeking",
             eps,
             _margin(faulty.svt2_margin_peeking_batch, peeking),
@@ -563,6 +588,14 @@ def sanitiser_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
             pmw_pairs,
             "violation",
             "incorrect: Online PMW's histogram moved to the exact count; true cost inf",
+        ),
+        AuditTarget(
+            "cohort-pmw-exact-past-quota",
+            eps,
+            _cohort(pmw, broken=True),
+            pmw_pairs,
+            "violation",
+            "incorrect: an owner past its quota answered from the exact count; true cost inf",
         ),
     ]
 
