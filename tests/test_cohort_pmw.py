@@ -51,6 +51,7 @@ def test_holders_share_one_cohort_budget_each_within_its_quota(app, fresh) -> No
         # past its quota a holder is answered from the learnt state, free, never refused
         after = client.post("/api/methylation", json=body(fresh.take(200, DEMO)), headers=bearer(key))
         assert {rs["info"]["answeredFrom"] for rs in result_sets(after)} == {"prior"}
+        assert all(rs["info"]["budgetExhausted"] for rs in result_sets(after))  # and it says so
         assert budget_of(client, key, DEMO)["positivesUsed"] == QUOTA
     # the cohort's c positives are spent: a fourth holder spends nothing, and is still answered
     response = client.post("/api/methylation", json=body(fresh.take(500, DEMO)), headers=bearer(keys[3]))
