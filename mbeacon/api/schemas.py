@@ -134,6 +134,7 @@ class ReceivedRequestSummary(BaseModel):
     requestParameters: Maybe[EchoedParameters] = Field(
         None, description="The queries as answered (methylation answers only)."
     )
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class ResponseMeta(InformationalMeta):
@@ -143,6 +144,7 @@ class ResponseMeta(InformationalMeta):
 
     returnedGranularity: Granularity = Field(description="May be coarser than the requested one.")
     receivedRequestSummary: ReceivedRequestSummary
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class Budget(BaseModel):
@@ -494,19 +496,23 @@ class ResultSet(BaseModel):
     setType: Literal["dataset"]
     exists: bool
     resultsCount: Count = Field(
-        description="The number of records in `results`: always 0 (no records are returned), so not a "
-        "count of patients; `exists` is the answer. Only with `count` granularity (see "
-        "`returnedGranularity`) is it a count: the noisy number of patients in the range."
+        description="Patients in the range, as the answer tells it (no records are returned): with "
+        "`count` granularity the noisy count; otherwise the answer's meaning, the dataset's threshold T "
+        "for a yes (at least T) and 0 for a no. An unfiltered request's: the cohort size."
+    )
+    countPrecision: Literal["exact", "imprecise"] = Field(
+        description="Beacon v2.2: `imprecise` for every answer (noisy), `exact` for a public cohort size."
     )
     results: list[dict] = Field(max_length=0)
-    info: ResultSetInfo
+    info: Maybe[ResultSetInfo] = Field(None, description="Absent only in an unfiltered request's answer.")
 
 
 class ResponseSummary(BaseModel):
     exists: bool = Field(description="Whether any (query, dataset) pair was answered yes.")
     numTotalResults: Maybe[Count] = Field(
-        None, description="Sum of counts (count granularity, single query)."
+        None, description="Sum of the result sets' counts (a single query, one result set per dataset)."
     )
+    countPrecision: Maybe[Literal["exact", "imprecise"]] = Field(None, description="Of numTotalResults.")
 
 
 class ResultSets(BaseModel):
@@ -516,7 +522,9 @@ class ResultSets(BaseModel):
 class AnswersInfo(BaseModel):
     budgets: dict[str, Budget | TestModeBudget]
     refused: Count = Field(description="Pairs refused because the budget is exhausted.")
-    queries: AtLeastOne = Field(description="Number of queries in the request.")
+    queries: Count = Field(description="Number of queries in the request (0: an unfiltered request).")
+    unfiltered: Maybe[Literal[True]] = Field(None, description="The request named nothing to ask.")
+    message: Maybe[str] = Field(None, description="What an unfiltered answer is, and how to ask.")
 
 
 class MethylationResponse(BaseModel):

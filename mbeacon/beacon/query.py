@@ -395,6 +395,9 @@ class ParsedRequest:
     test_mode: bool = False
     skip: int = DEFAULT_SKIP
     limit: int = DEFAULT_LIMIT
+    requested_schemas: tuple[dict, ...] = ()  # ``meta.requestedSchemas``, echoed
+    unfiltered: bool = False  # nothing asked (no queries): answered from public metadata
+    datasets: tuple[str, ...] | None = None  # the datasets an unfiltered request names
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:
