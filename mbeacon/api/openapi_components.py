@@ -88,7 +88,8 @@ def component_schemas(max_batch: int) -> dict[str, dict]:
             ref("RequestParameters"),
             {"type": "array", "items": ref("RequestParameters"), "minItems": 1, "maxItems": max_batch},
         ],
-        "description": f"One query, or a batch of 1 to {max_batch} queries answered in order.",
+        "description": f"One query, or a batch of 1 to {max_batch} queries answered in order. Left "
+        "out (or naming only datasetIds): an unfiltered request, answered from public metadata.",
     }
     return found
 

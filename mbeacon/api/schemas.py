@@ -330,19 +330,42 @@ class EntryTypesResponse(Informational):
     response: EntryTypes
 
 
-class FilteringTerms(BaseModel):
-    """Always empty: methylation queries take no ontology filters."""
+class FilteringTerm(BaseModel):
+    """What a researcher can ask by: a dataset attribute (with its values), a probe platform
+    (`platform:GPL13534`) or a gene (`geneId:BRCA1`, the `geneId` request parameter)."""
 
-    filteringTerms: list[dict] = Field(max_length=0)
+    type: Literal["alphanumeric", "custom"]
+    id: str
+    label: str
+    scopes: list[str]
+    values: Maybe[list[str]] = Field(None, min_length=1)
+
+
+class FilteringTerms(BaseModel):
+    """The page of terms asked for (queries take no Beacon filters: they are refused, named)."""
+
+    filteringTerms: list[FilteringTerm]
     resources: list[dict] = Field(max_length=0)
 
 
-class FilteringTermsResponse(Informational):
+class ListingMeta(InformationalMeta):
+    """Informational meta with the request as understood (its page)."""
+
+    receivedRequestSummary: ReceivedRequestSummary
+
+
+class ListingInfo(BaseModel):
+    numTotalResults: Count = Field(description="Terms in all, over every page.")
+
+
+class FilteringTermsResponse(BaseModel):
     """Beacon `beaconFilteringTermsResponse`."""
 
     model_config = framework("responses/beaconFilteringTermsResponse.json", "beaconFilteringTermsResponse")
 
+    meta: ListingMeta
     response: FilteringTerms
+    info: ListingInfo
 
 
 class AccountParameters(BaseModel):

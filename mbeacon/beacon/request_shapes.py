@@ -33,12 +33,20 @@ from pydantic import ValidationError
 from mbeacon.beacon.query import (
     PARAMETER_NAMES,
     BeaconRequestBody,
+    Pagination,
     ParsedRequest,
     QueryError,
     canonical_datasets,
     parse_args,
 )
-from mbeacon.beacon.wire import DATASET_PATTERN, MAX_DATASET_IDS
+from mbeacon.beacon.wire import (
+    API_VERSION,
+    DATASET_PATTERN,
+    DEFAULT_LIMIT,
+    DEFAULT_SKIP,
+    MAX_DATASET_IDS,
+    NO_FILTERS,
+)
 from mbeacon.pydantic_errors import describe
 
 _dataset_id = re.compile(DATASET_PATTERN).fullmatch
@@ -221,3 +229,82 @@ def parse_unfiltered_args(args: dict[str, str], schemas: list[dict]) -> ParsedRe
     parsed = parse_args({**args, "probeId": "cg00000000"})
     return dataclasses.replace(parsed, queries=[], requested_schemas=tuple(schemas), unfiltered=True,
                                datasets=canonical_datasets(named))  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """A request of a listing endpoint (``/datasets``, ``/filtering_terms``): its page and echoes."""
+
+    skip: int = DEFAULT_SKIP
+    limit: int = DEFAULT_LIMIT
+    api_version: str = API_VERSION
+    test_mode: bool = False
+    schemas: tuple[dict, ...] = ()
+    datasets: tuple[str, ...] | None = None
+
+    def page(self, items: list) -> list:
+        """``items`` paged as the framework pages: ``skip`` pages of ``limit`` (0: all of them)."""
+        if self.limit == 0:
+            return items
+        start = self.skip * self.limit
+        return items[start : start + self.limit]
+
+
+def parse_listing_body(body: Any) -> Listing:
+    """A POST body of a listing endpoint: the framework's request body, whose only request parameter is
+    the datasets to list (in any spelling :func:`normalise_body` reads); an empty body lists all."""
+    body, schemas = normalise_body(body)
+    if not isinstance(body, dict):
+        raise QueryError("request body: expected a JSON object with 'meta' and 'query'")
+    query = body.get("query") or {}
+    raw = query.get("requestParameters") if isinstance(query, dict) else None
+    ids = None
+    if isinstance(raw, dict):
+        extra = sorted(set(raw) - {"datasetIds"})
+        if extra:
+            raise QueryError(f"query.requestParameters.{extra[0]}: this endpoint takes no request "
+                             "parameters besides the datasets to list")  # fmt: skip
+        ids = raw.get("datasetIds")
+    elif raw is not None:
+        raise QueryError("query.requestParameters: this endpoint takes one object (the datasets to list)")
+    try:
+        parsed = BeaconRequestBody.model_validate(
+            {**body, "query": {**query, "requestParameters": None} if isinstance(query, dict) else query}
+        )
+    except ValidationError as error:
+        raise QueryError(describe(error, prefix="body")) from None
+    q = parsed.query
+    named = None if ids is None else _ids(ids, "query.requestParameters.datasetIds")
+    return Listing(q.pagination.skip, q.pagination.limit, parsed.meta.apiVersion, q.testMode,
+                   tuple(schemas), canonical_datasets(named))  # fmt: skip
+
+
+_LISTING_ARGS = {"skip", "limit", "testMode", "apiVersion", "requestedSchema", "datasets", "datasetIds",
+                 "filters"}  # fmt: skip
+
+
+def parse_listing_args(args: Mapping[str, str]) -> Listing:
+    """GET parameters of a listing endpoint: ``skip``/``limit``, the echoes, the datasets to list."""
+    unknown = sorted(set(args) - _LISTING_ARGS)
+    if unknown:
+        raise QueryError(
+            f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(sorted(_LISTING_ARGS))}"
+        )
+    values, schemas = normalise_args(args)
+    if [term for term in values.get("filters", "").split(",") if term]:
+        raise QueryError(f"filters: {NO_FILTERS}")
+    pagination = {name: values[name] for name in ("skip", "limit") if name in values}
+    for name, text in pagination.items():
+        if not re.fullmatch(r"[0-9]{1,7}", text):
+            raise QueryError(f"{name}: must be an integer, not {text[:20]!r}")
+    flag = values.get("testMode", "false").lower()
+    if flag not in ("true", "false", "1", "0"):
+        raise QueryError("testMode: write true or false")
+    try:
+        page = Pagination.model_validate({name: int(text) for name, text in pagination.items()})
+    except ValidationError as error:
+        raise QueryError(describe(error)) from None
+    ids = values.get("datasetIds")
+    named = None if ids is None else _ids([i for i in ids.split(",") if i], "datasetIds")
+    return Listing(page.skip, page.limit, values.get("apiVersion", API_VERSION), flag in ("true", "1"),
+                   tuple(schemas), canonical_datasets(named))  # fmt: skip
