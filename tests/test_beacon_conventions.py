@@ -7,7 +7,7 @@
   them, spending nothing; an empty list is accepted;
 * ``skip``/``limit`` are validated (GET and POST the same bounds) and echoed as ``pagination``;
   ``requestParameters`` (canonical) and ``filters`` are echoed in ``receivedRequestSummary``;
-* a boolean answer's ``resultsCount`` is the number of records returned (0), never a count;
+* a yes tells its meaning as a count (``resultsCount`` T, never 0), marked ``countPrecision: imprecise``;
 * CORS: the configured origins only, a preflight answered, no credentials, never on the admin API.
 
 Every 200 and every error is validated against the official Beacon v2 schemas. The parsers' rules for
