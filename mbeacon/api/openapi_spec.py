@@ -130,10 +130,12 @@ _ANSWERS = (
     "An identical query asked again returns the identical cached answer for free (`cached: true`). "
     "When the positives are spent, a dataset with `onExhausted = refuse` refuses (429, or "
     "`answeredFrom: refused` for the rest of a batch that ran out part-way), one with `prior` answers "
-    "from the prior. A result set's `exists` is the answer; its `resultsCount` is 0 (no records are "
-    "returned) except at count granularity, where it is the noisy count. Filters are refused (there are "
-    "no filtering terms); `skip`/`limit` are validated and echoed in `receivedRequestSummary` with the "
-    "filters and the queries as answered."
+    "from the prior. A result set's `exists` is the answer (no records are returned); its "
+    "`resultsCount`, marked `countPrecision: imprecise`, is the noisy count at count granularity, else "
+    "the dataset's public threshold T for a yes and 0 for a no. Filters are refused (see "
+    "/filtering_terms for what can be asked); `skip`/`limit`, `testMode` and `requestedSchemas` are "
+    "echoed in `receivedRequestSummary` with the filters and the queries as answered. A request that "
+    "names no query is answered from public metadata (each dataset's size), free."
 )
 
 
