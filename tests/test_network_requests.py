@@ -33,7 +33,7 @@ from servers import BeaconServer
 
 from mbeacon.beacon.ledger import Ledger
 from mbeacon.beacon.query import QueryError
-from mbeacon.beacon.request_shapes import normalise_body
+from mbeacon.beacon.request_shapes import normalise_body, parse_listing_args, parse_listing_body
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import DEMO_DATASET, ensure_demo
 
@@ -348,3 +348,21 @@ def test_disagreeing_spellings_are_refused_naming_both(
     assert "query.datasets.datasetIds" in str(refusal.value) and "query.requestParameters" in str(
         refusal.value
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 20), st.integers(0, 60))
+def test_listing_pages_as_the_framework_pages(skip: int, limit: int, items: int) -> None:
+    """GET and POST read one page; a page is ``limit`` items after ``skip`` pages (``limit`` 0: all)."""
+    get = parse_listing_args({"skip": str(skip), "limit": str(limit)})
+    post = parse_listing_body({"query": {"pagination": {"skip": skip, "limit": limit}}})
+    assert get == post
+    listed = list(range(items))
+    expected = listed if limit == 0 else listed[skip * limit : skip * limit + limit]
+    assert get.page(listed) == expected
+
+
+@given(st.text(max_size=12).filter(lambda t: not t.isdigit() or len(t) > 7))
+def test_listing_refuses_a_page_that_is_not_a_number(text: str) -> None:
+    with pytest.raises(QueryError, match="skip"):
+        parse_listing_args({"skip": text})
