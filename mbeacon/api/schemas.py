@@ -136,6 +136,7 @@ class ReceivedRequestSummary(BaseModel):
     requestParameters: Maybe[EchoedParameters] = Field(
         None, description="The queries as answered (methylation answers only)."
     )
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class ResponseMeta(InformationalMeta):
@@ -145,6 +146,7 @@ class ResponseMeta(InformationalMeta):
 
     returnedGranularity: Granularity = Field(description="May be coarser than the requested one.")
     receivedRequestSummary: ReceivedRequestSummary
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class CohortBudget(BaseModel):
@@ -345,19 +347,42 @@ class EntryTypesResponse(Informational):
     response: EntryTypes
 
 
-class FilteringTerms(BaseModel):
-    """Always empty: methylation queries take no ontology filters."""
+class FilteringTerm(BaseModel):
+    """What a researcher can ask by: a dataset attribute (with its values), a probe platform
+    (`platform:GPL13534`) or a gene (`geneId:BRCA1`, the `geneId` request parameter)."""
 
-    filteringTerms: list[dict] = Field(max_length=0)
+    type: Literal["alphanumeric", "custom"]
+    id: str
+    label: str
+    scopes: list[str]
+    values: Maybe[list[str]] = Field(None, min_length=1)
+
+
+class FilteringTerms(BaseModel):
+    """The page of terms asked for (queries take no Beacon filters: they are refused, named)."""
+
+    filteringTerms: list[FilteringTerm]
     resources: list[dict] = Field(max_length=0)
 
 
-class FilteringTermsResponse(Informational):
+class ListingMeta(InformationalMeta):
+    """Informational meta with the request as understood (its page)."""
+
+    receivedRequestSummary: ReceivedRequestSummary
+
+
+class ListingInfo(BaseModel):
+    numTotalResults: Count = Field(description="Terms in all, over every page.")
+
+
+class FilteringTermsResponse(BaseModel):
     """Beacon `beaconFilteringTermsResponse`."""
 
     model_config = framework("responses/beaconFilteringTermsResponse.json", "beaconFilteringTermsResponse")
 
+    meta: ListingMeta
     response: FilteringTerms
+    info: ListingInfo
 
 
 class AccountParameters(BaseModel):
@@ -542,19 +567,23 @@ class ResultSet(BaseModel):
     setType: Literal["dataset"]
     exists: bool
     resultsCount: Count = Field(
-        description="The number of records in `results`: always 0 (no records are returned), so not a "
-        "count of patients; `exists` is the answer. Only with `count` granularity (see "
-        "`returnedGranularity`) is it a count: the noisy number of patients in the range."
+        description="Patients in the range, as the answer tells it (no records are returned): with "
+        "`count` granularity the noisy count; otherwise the answer's meaning, the dataset's threshold T "
+        "for a yes (at least T) and 0 for a no. An unfiltered request's: the cohort size."
+    )
+    countPrecision: Literal["exact", "imprecise"] = Field(
+        description="Beacon v2.2: `imprecise` for every answer (noisy), `exact` for a public cohort size."
     )
     results: list[dict] = Field(max_length=0)
-    info: ResultSetInfo
+    info: Maybe[ResultSetInfo] = Field(None, description="Absent only in an unfiltered request's answer.")
 
 
 class ResponseSummary(BaseModel):
     exists: bool = Field(description="Whether any (query, dataset) pair was answered yes.")
     numTotalResults: Maybe[Count] = Field(
-        None, description="Sum of counts (count granularity, single query)."
+        None, description="Sum of the result sets' counts (a single query, one result set per dataset)."
     )
+    countPrecision: Maybe[Literal["exact", "imprecise"]] = Field(None, description="Of numTotalResults.")
 
 
 class ResultSets(BaseModel):
@@ -564,7 +593,9 @@ class ResultSets(BaseModel):
 class AnswersInfo(BaseModel):
     budgets: dict[str, Budget | TestModeBudget]
     refused: Count = Field(description="Pairs refused because the budget is exhausted.")
-    queries: AtLeastOne = Field(description="Number of queries in the request.")
+    queries: Count = Field(description="Number of queries in the request (0: an unfiltered request).")
+    unfiltered: Maybe[Literal[True]] = Field(None, description="The request named nothing to ask.")
+    message: Maybe[str] = Field(None, description="What an unfiltered answer is, and how to ask.")
 
 
 class MethylationResponse(BaseModel):

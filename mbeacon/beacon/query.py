@@ -317,8 +317,8 @@ class BeaconQuery(BaseModel):
         return value
 
     # Validated item by item by parse_body; its document schema (one query or a batch of up to the
-    # configured max_batch) is set where the configuration is known.
-    requestParameters: Any
+    # configured max_batch) is set where the configuration is known. Absent: an unfiltered request.
+    requestParameters: Any = None
     requestedGranularity: RequestedGranularity = DEFAULT_GRANULARITY
     includeResultsetResponses: IncludedResultsets = DEFAULT_INCLUDE
     testMode: bool = Field(False, description="Beacon test mode: virtual answers, from the prior, free.")
@@ -337,7 +337,7 @@ class BeaconRequestBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     meta: RequestMeta = RequestMeta()
-    query: BeaconQuery
+    query: BeaconQuery = BeaconQuery()
 
 
 @dataclass(frozen=True)
@@ -395,6 +395,9 @@ class ParsedRequest:
     test_mode: bool = False
     skip: int = DEFAULT_SKIP
     limit: int = DEFAULT_LIMIT
+    requested_schemas: tuple[dict, ...] = ()  # ``meta.requestedSchemas``, echoed
+    unfiltered: bool = False  # nothing asked (no queries): answered from public metadata
+    datasets: tuple[str, ...] | None = None  # the datasets an unfiltered request names
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:
