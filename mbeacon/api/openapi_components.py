@@ -110,8 +110,8 @@ def _query_string_fields() -> dict[str, dict]:
     filters = {
         "type": "string",
         "maxLength": 0,
-        "description": "Beacon filters, comma-separated: none exist for methylation queries (see "
-        "/filtering_terms), so only an empty value is accepted.",
+        "description": "Beacon filters, comma-separated: methylation queries take none (see "
+        "/filtering_terms for what can be asked), so only an empty value is accepted.",
     }
     datasets = {
         "type": "array",

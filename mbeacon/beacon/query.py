@@ -294,8 +294,8 @@ class Pagination(BaseModel):
 NoFilters = Annotated[
     list[Any],
     WithJsonSchema(
-        {"type": "array", "maxItems": 0, "description": "Beacon filters: none exist for methylation queries "
-         "(see /filtering_terms), so only an empty list is accepted."}
+        {"type": "array", "maxItems": 0, "description": "Beacon filters: methylation queries take none "
+         "(see /filtering_terms for what can be asked), so only an empty list is accepted."}
     ),
 ]  # fmt: skip
 
