@@ -18,6 +18,9 @@ schema names (strings, as some implementations send them); both are echoed in th
 A body whose query names nothing to ask (the framework's minimal request, ``{"meta": {...}}``, or a
 ``query`` with no ``requestParameters`` but dataset ids) is an *unfiltered* request:
 :func:`unfiltered` says so, and the service answers it from public metadata without a budget.
+
+The listing endpoints (``/datasets``, ``/filtering_terms``) read the same bodies and GET parameters
+into a :class:`Listing`: the page (``skip`` pages of ``limit``), the echoes, the datasets to list.
 """
 
 from __future__ import annotations
