@@ -55,7 +55,7 @@ from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
 from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.privacy.tradeoff import best_attack
-from mbeacon.store.cohorts import Cohort, CohortStore
+from mbeacon.store.cohorts import Cohort, CohortStore, Counts
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
 
@@ -89,7 +89,7 @@ class AnswerEngine:
         self._sensitivities: dict[str, Sensitivity] = {}
         self._priors: dict[str, Prior] = {}
         #: per dataset: (cohort, prior, the prior's position of each cohort row); see _prior_rows
-        self._prior_positions: dict[str, tuple[Cohort | TruncatedCohort, Prior, np.ndarray]] = {}
+        self._prior_positions: dict[str, tuple[Counts, Prior, np.ndarray]] = {}
         self._ids: tuple[int, list[str]] | None = None
         self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
@@ -118,7 +118,7 @@ class AnswerEngine:
     def visible(self, principal: Principal) -> list[str]:
         return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]
 
-    def cohort(self, dataset: str) -> Cohort | TruncatedCohort:
+    def cohort(self, dataset: str) -> Counts:
         """The dataset as it is counted: truncated at its contribution bound (contribution.py)."""
         with self._lock:
             if dataset not in self._cohorts:
@@ -213,7 +213,7 @@ class AnswerEngine:
             indices = targets[dataset]
             if len(indices) == 1:  # most requests: no arrays, no loop
                 i = indices[0]
-                row = cohort.probe_row(queries[i].probe)
+                row = cohort.probe_row(queries[i].probe_id)
                 if row >= 0:
                     resolved[dataset] = _Resolved(indices, [cohort.probe_name(row)], [row])
                     found[i] = True
@@ -246,7 +246,7 @@ class AnswerEngine:
         )
         of = f"dataset {shown}" if len(datasets) == 1 else f"any of the datasets {shown}"
         message = f"{where}.probeId: {q.probe!r} is not a probe of {of}"
-        lower = case_hint(q.probe)
+        lower = case_hint(q.probe_id)
         if lower != q.probe and any(self.cohort(d).probe_row(lower) >= 0 for d in datasets):
             message += f" (probe ids are case-sensitive: did you mean {lower!r}?)"
         if len(queries) > 1:
@@ -303,7 +303,7 @@ class AnswerEngine:
         return Work(dataset, policy, indices, keys, probes, alpha, beta, texts, ranges)
 
     @staticmethod
-    def _alpha(cohort: Cohort, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def _alpha(cohort: Counts, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Patients in range per query; 0 for probes the cohort lacks (one store call when it has all)."""
         rows = cohort.probe_index(ids)
         known = rows >= 0
@@ -315,7 +315,7 @@ class AnswerEngine:
         return alpha
 
     @staticmethod
-    def _alpha_one(cohort: Cohort, probe: str | None, lo: float, hi: float) -> int:
+    def _alpha_one(cohort: Counts, probe: str | None, lo: float, hi: float) -> int:
         """:meth:`_alpha` of one query."""
         row = cohort.probe_row(probe or "")
         return cohort.count_one(row, lo, hi) if row >= 0 else 0
@@ -390,7 +390,7 @@ class AnswerEngine:
                     holder = principal.budget_holder(w.policy.scope)
                     cohort = self._lock_cohort(tx, w.dataset)  # None unless the state is the cohort's
                     account, cached = self.ledger.lock_account_and_answers(
-                        tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
+                        tx, holder, w.dataset, w.keys, functools.partial(self.new_params, w.dataset)
                     )
                     runs_on = cohort or account
                     pmw: PMWSource | None = None

@@ -49,7 +49,8 @@ OVERRIDABLE = ("epsilon", "c", "threshold", "variant", "count_epsilon")
 def _optional(name: str) -> tuple[Any, FieldInfo]:
     """A dataset policy field as an optional change: the policy's own type and bounds, default None."""
     field = PolicyBase.model_fields[name]
-    return field.annotation | None, FieldInfo.merge_field_infos(field, default=None)
+    optional: Any = field.annotation | None  # type: ignore[operator]  # a runtime type, not a static one
+    return optional, FieldInfo.merge_field_infos(field, default=None)
 
 
 #: A budget override's parameters, each optional; bounds and types are the dataset policy's own.
@@ -57,7 +58,7 @@ BudgetChange: type[BaseModel] = create_model(
     "BudgetChange",
     __config__=ConfigDict(extra="forbid", strict=True),
     __doc__="Parameters for a holder's next account on a dataset; the dataset's policy fills the rest.",
-    **{name: _optional(name) for name in OVERRIDABLE},
+    **{name: _optional(name) for name in OVERRIDABLE},  # type: ignore[call-overload]
 )
 
 

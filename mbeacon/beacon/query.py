@@ -370,6 +370,14 @@ class MethylationQuery:
         return cls(p.probeId, p.referenceName, start, lo, hi, canonical_datasets(p.datasetIds), end,
                    p.geneId, p.assemblyId)  # fmt: skip
 
+    @property
+    def probe_id(self) -> str:
+        """The probe of a query by probe, as the counting steps read it (after
+        :func:`mbeacon.beacon.regions.expand` every query is one); a region or gene query has none."""
+        if self.probe is None:
+            raise ValueError("a region or gene query is counted through the probes it expands to")
+        return self.probe
+
     def describe(self) -> dict:
         """The query in its canonical form (for echoes and the audit log)."""
         if self.probe is not None:

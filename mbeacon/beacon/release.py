@@ -66,7 +66,7 @@ def audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str:
     """
     return (
         f'{{"granularity": {_json_str(granularity)}, "maxValue": {q.hi!r}, "minValue": {q.lo!r}, '
-        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe)}}}'
+        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe_id)}}}'
     )
 
 

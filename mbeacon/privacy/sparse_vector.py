@@ -143,10 +143,9 @@ def sparse_vector_engine(
     return NumericAnswers(flags, values)
 
 
-def _single(result: NumericAnswers, numeric: bool) -> NumericAnswers | np.ndarray:
-    if numeric:
-        return NumericAnswers(result.flags[0], result.values[0])
-    return result.flags[0]
+def _single(result: NumericAnswers) -> NumericAnswers:
+    """The one run of a batch of one, with its released values."""
+    return NumericAnswers(result.flags[0], result.values[0])
 
 
 # --- AboveThreshold -------------------------------------------------------------------------------
@@ -310,7 +309,7 @@ def numeric_sparse(
     result = numeric_sparse_batch(
         answers, threshold, epsilon, c, delta=delta, sensitivity=sensitivity, rng=rng
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def _require_lattice(answers: np.ndarray, sensitivity: float) -> None:
@@ -407,7 +406,7 @@ def generalized_svt(
         sensitivity=sensitivity,
         rng=rng,
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def svt_with_gap_batch(
@@ -474,7 +473,7 @@ def svt_with_gap(
         sensitivity=sensitivity,
         rng=rng,
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def svt_retraversal_batch(

@@ -84,7 +84,7 @@ class SVT2NoisyParams(SVT2MarginParams):
         return self.c * self.sensitivity / self.epsilon3
 
     @classmethod
-    def from_epsilon(  # type: ignore[override]
+    def from_epsilon(
         cls,
         epsilon: float,
         c: int,

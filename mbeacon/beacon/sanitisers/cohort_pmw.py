@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -57,7 +57,7 @@ class CohortPMW(OnlinePMW):
     """Online PMW with the cohort's state (see the module docstring)."""
 
     name = "cohort-pmw"
-    policy_model: type[PolicyBase] = CohortPMWPolicy
+    policy_model: ClassVar[type[PolicyBase]] = CohortPMWPolicy
     shared = True
 
     def account_params(self, policy: PolicyBase, *, sensitivity: float = 1.0) -> AccountParams:

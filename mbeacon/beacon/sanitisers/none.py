@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -31,7 +31,7 @@ class Unprotected(SVT2):
     parameters are SVT²'s split of the policy's epsilon, as stored for every account."""
 
     name = "none"
-    policy_model = NonePolicy
+    policy_model: ClassVar[type[PolicyBase]] = NonePolicy
     spends_budget = False
 
     def start_state(self, params: AccountParams) -> SVT2State:

@@ -50,7 +50,7 @@ class OnlinePMWPolicy(ReleasingPolicy):
 
 class OnlinePMW(Sanitiser):
     name = "online-pmw"
-    policy_model = OnlinePMWPolicy
+    policy_model: ClassVar[type[PolicyBase]] = OnlinePMWPolicy
     releases_counts = True
     learns = True
 

@@ -221,8 +221,8 @@ def run(
             flags[i:] = UNANSWERED
             break
         yes = s[i:] >= params.threshold
-        q = np.where(yes, t - 1 - alpha[i:], alpha[i:] - t)
-        tops = np.flatnonzero(q + nu[i:] >= bar)
+        test = np.where(yes, t - 1 - alpha[i:], alpha[i:] - t)
+        tops = np.flatnonzero(test + nu[i:] >= bar)
         if tops.size == 0:
             break
         j = i + int(tops[0])

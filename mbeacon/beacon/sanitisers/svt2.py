@@ -8,7 +8,7 @@ eps2)`` with ``redraw``) plus ``count_epsilon`` per positive for noisy counts
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class SVT2(Sanitiser):
     """SVT² over the account's two saved noisy thresholds."""
 
     name = "svt2"
-    policy_model = SVT2Policy
+    policy_model: ClassVar[type[PolicyBase]] = SVT2Policy
 
     def account_params(self, policy: PolicyBase, *, sensitivity: float = 1.0) -> AccountParams:
         """What is left after ``count_epsilon`` and the released counts' ``epsilon3``, split by

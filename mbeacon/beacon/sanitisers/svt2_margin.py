@@ -27,7 +27,7 @@ class SVT2MarginPolicy(PolicyBase):
 
 class SVT2Margin(SVT2):
     name = "svt2-margin"
-    policy_model: type[PolicyBase] = SVT2MarginPolicy
+    policy_model: ClassVar[type[PolicyBase]] = SVT2MarginPolicy
 
     def mechanism_params(self, params: AccountParams, n: int | None = None) -> SVT2MarginParams:
         return SVT2MarginParams(float(params.threshold), params.epsilon1, params.epsilon2, params.c,

@@ -29,7 +29,7 @@ class SVT2NoisyPolicy(ReleasingPolicy):
 
 class SVT2Noisy(SVT2):
     name = "svt2-noisy"
-    policy_model: type[PolicyBase] = SVT2NoisyPolicy
+    policy_model: ClassVar[type[PolicyBase]] = SVT2NoisyPolicy
     releases_counts = True
 
     def mechanism_params(self, params: AccountParams, n: int | None = None) -> SVT2NoisyParams:

@@ -405,13 +405,13 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
                     f"SVT² ({variant} threshold pair), c = {c}, eps1/eps2 from svt2_allocate",
                 )
             )
-    for name, fn in [
-        ("svt-roth2011", faulty.svt_roth2011_batch),
-        ("svt-lee-clifton", faulty.svt_lee_clifton_batch),
-        ("svt-stoddard", faulty.svt_stoddard_batch),
-        ("svt-chen", faulty.svt_chen_batch),
-    ]:
-        runner = _numeric(fn, epsilon=eps, c=1) if name == "svt-roth2011" else _flags(fn, epsilon=eps, c=1)
+    faulty_runners: list[tuple[str, Runner]] = [
+        ("svt-roth2011", _numeric(faulty.svt_roth2011_batch, epsilon=eps, c=1)),
+        ("svt-lee-clifton", _flags(faulty.svt_lee_clifton_batch, epsilon=eps, c=1)),
+        ("svt-stoddard", _flags(faulty.svt_stoddard_batch, epsilon=eps, c=1)),
+        ("svt-chen", _flags(faulty.svt_chen_batch, epsilon=eps, c=1)),
+    ]
+    for name, runner in faulty_runners:
         out.append(
             AuditTarget(
                 name,
