@@ -99,7 +99,7 @@ def sparse_vector_engine(
     non-private variant, or the noisy gap ``q + nu - (T + rho)`` when ``release_gap``, Ding et al.'s
     free gap), count it, re-draw ``rho`` when ``redraw``, and halt after ``c`` positives
     (never halts when ``c`` is None). The parameters alone decide whether this is private: the public
-    mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.faulty` are thin wrappers.
+    mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.audit.faulty` are thin wrappers.
     """
     source = as_source(rng)
     sensitivity = positive(sensitivity, "sensitivity")

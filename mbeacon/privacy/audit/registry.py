@@ -16,17 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbeacon.privacy import (
-    clipping,
-    dssgd,
-    faulty,
-    range_queries,
-    selection,
-    sparse_vector,
-    truncation,
-)
+from mbeacon.privacy import sparse_vector, truncation
 from mbeacon.privacy.accounting import svt2_epsilon
+from mbeacon.privacy.audit import faulty
 from mbeacon.privacy.audit.events import Outputs
+from mbeacon.privacy.research import clipping, dssgd, range_queries, selection
 from mbeacon.privacy.svt2 import svt2_allocate, svt2_batch
 
 DEFAULT_EPSILON = 0.5

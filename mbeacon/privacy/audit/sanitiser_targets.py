@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mbeacon.privacy import cohort_pmw, faulty, online_pmw
+from mbeacon.privacy import cohort_pmw, online_pmw
+from mbeacon.privacy.audit import faulty
 from mbeacon.privacy.audit.events import Outputs
 from mbeacon.privacy.audit.registry import (
     DEFAULT_EPSILON,
