@@ -59,19 +59,7 @@ class OnlinePMW(Sanitiser):
         epsilon3 = policy.epsilon * policy.effective_release_share
         eps1, eps2, _ = generalized_svt_allocate(policy.epsilon - policy.count_epsilon, policy.c,
                                                  epsilon3=epsilon3)  # fmt: skip
-        return AccountParams(
-            mechanism=self.name,
-            epsilon=policy.epsilon,
-            epsilon1=eps1,
-            epsilon2=eps2,
-            count_epsilon=policy.count_epsilon,
-            c=policy.c,
-            threshold=policy.threshold,
-            variant=policy.variant,
-            sensitivity=float(sensitivity),
-            epsilon3=epsilon3,
-            margin=getattr(policy, "margin", 0.0),
-        )
+        return AccountParams.from_split(self.name, policy, eps1, eps2, epsilon3, sensitivity)
 
     def check_servable(self, dataset: str, sensitivity: int) -> None:
         """Its audited step adds noise for counts that move by one patient at most."""

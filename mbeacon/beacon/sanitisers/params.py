@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 #: Parameters of the newer sanitisers: left out of the stored text when 0, so the text of an account
 #: that does not use them is what it always was.
@@ -37,6 +38,28 @@ class AccountParams:
     margin: float = 0.0  # online-pmw: patients of disagreement with the synthetic answer a TOP needs
     #: cohort-pmw: the most of the cohort's ``c`` positives one budget holder's queries may spend (0: none)
     quota: int = 0
+
+    @classmethod
+    def from_split(
+        cls, mechanism: str, policy: Any, eps1: float, eps2: float, epsilon3: float, sensitivity: float
+    ) -> AccountParams:
+        """A sanitiser's parameters under ``policy`` once it has split the epsilon: the policy's
+        common keys, and those of its mechanism's keys it has (margins)."""
+        return cls(
+            mechanism=mechanism,
+            epsilon=policy.epsilon,
+            epsilon1=eps1,
+            epsilon2=eps2,
+            count_epsilon=policy.count_epsilon,
+            c=policy.c,
+            threshold=policy.threshold,
+            variant=policy.variant,
+            sensitivity=float(sensitivity),
+            margin_above=getattr(policy, "margin_above", 0.0),
+            margin_below=getattr(policy, "margin_below", 0.0),
+            epsilon3=epsilon3,
+            margin=getattr(policy, "margin", 0.0),
+        )
 
     @property
     def sanitised(self) -> bool:

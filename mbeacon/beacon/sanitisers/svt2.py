@@ -35,20 +35,7 @@ class SVT2(Sanitiser):
         epsilon3 = policy.epsilon * policy.effective_release_share
         svt_epsilon = policy.epsilon - policy.count_epsilon - epsilon3
         eps1, eps2 = svt2_allocate(svt_epsilon, policy.c, redraw=policy.variant == "redraw")
-        return AccountParams(
-            mechanism=self.name,
-            epsilon=policy.epsilon,
-            epsilon1=eps1,
-            epsilon2=eps2,
-            count_epsilon=policy.count_epsilon,
-            c=policy.c,
-            threshold=policy.threshold,
-            variant=policy.variant,
-            sensitivity=float(sensitivity),
-            margin_above=getattr(policy, "margin_above", 0.0),
-            margin_below=getattr(policy, "margin_below", 0.0),
-            epsilon3=epsilon3,
-        )
+        return AccountParams.from_split(self.name, policy, eps1, eps2, epsilon3, sensitivity)
 
     def mechanism_params(self, params: AccountParams, n: int | None = None) -> SVT2Params:
         """The privacy core's parameters of an account (``n`` does not enter SVT²'s)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mbeacon.beacon.sanitisers.base import Fresh, PMWSource, Run
 from mbeacon.beacon.sanitisers.params import AccountParams
@@ -16,13 +16,17 @@ from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_step
 
 
-class SVT2MarginPolicy(PolicyBase):
-    mechanism: Literal["svt2-margin"] = "svt2-margin"
-    #: How far above / below T the thresholds of SVT²'s two tests sit (patients).
+class Margins(BaseModel):
+    """SVT²'s two margins: how far above / below T the thresholds of its two tests sit (patients)."""
+
     margin_above: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
     margin_below: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
 
     KEY_HINTS: ClassVar[dict[str, str]] = {"margin": "use margin_above and margin_below"}
+
+
+class SVT2MarginPolicy(PolicyBase, Margins):
+    mechanism: Literal["svt2-margin"] = "svt2-margin"
 
 
 class SVT2Margin(SVT2):

@@ -8,23 +8,18 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
 from mbeacon.beacon.sanitisers.base import Fresh, PMWSource, Run
 from mbeacon.beacon.sanitisers.params import AccountParams
 from mbeacon.beacon.sanitisers.policy import PolicyBase, ReleasingPolicy
 from mbeacon.beacon.sanitisers.svt2 import SVT2
+from mbeacon.beacon.sanitisers.svt2_margin import Margins
 from mbeacon.privacy.sparse_vector import TOP
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.privacy.svt2_noisy import SVT2NoisyParams, svt2_noisy_step
 
 
-class SVT2NoisyPolicy(ReleasingPolicy):
+class SVT2NoisyPolicy(ReleasingPolicy, Margins):
     mechanism: Literal["svt2-noisy"] = "svt2-noisy"
-    margin_above: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-    margin_below: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-
-    KEY_HINTS: ClassVar[dict[str, str]] = {"margin": "use margin_above and margin_below"}
 
 
 class SVT2Noisy(SVT2):
