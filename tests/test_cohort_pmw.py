@@ -128,3 +128,50 @@ def test_datasets_state_the_cohorts_guarantee_and_the_best_coalition_attack(make
     guarantee = listed["response"]["collections"][0]["info"]["privacy"]["guarantee"]
     assert guarantee["unit"] == "budget holder" and "bestAttack" not in guarantee
     assert guarantee["bestAttackPerHolder"]["maxAuc"] == pytest.approx(math.e / (1 + math.e))
+
+
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory):
+    """The demo's series matrix ingested twice: as the demo and as ``copy-cohort`` (one checksum)."""
+    import shutil
+
+    from mbeacon.store.demo import ensure_demo
+    from mbeacon.store.ingest import ingest
+
+    demo = ensure_demo(tmp_path_factory.getbasetemp() / "demo-store")
+    root = tmp_path_factory.mktemp("twice") / "store"
+    shutil.copytree(demo.store, root)
+    ingest(demo.simulation / "cohort_series_matrix.txt.gz", root, "copy-cohort", format="geo")
+    return root, demo.prior
+
+
+def test_one_file_under_two_ids_is_one_cohort(make_app, twice, fresh) -> None:
+    """Served twice, one file's patients get one cohort state and each holder one quota, whichever id
+    is asked; a per-holder mechanism on the copies is refused at start, naming the first id."""
+    from mbeacon.beacon.config import ConfigError
+
+    store, prior = twice
+    datasets = {DEMO: {**POLICY, "contribution_bound": 1}, "copy-cohort": {**POLICY, "contribution_bound": 1}}
+    app = make_app(store=str(store), default_prior=prior, datasets=datasets)
+    key = app.config["MBEACON"].ledger.add_user("alice")
+    client = app.test_client()
+    asked = [{**q, "datasetIds": [DEMO, "copy-cohort"]} for q in fresh.take(250, DEMO)]
+    for _ in range(40):
+        response = client.post("/api/methylation", json=body(asked), headers=bearer(key))
+        if response.get_json()["info"]["budgets"][DEMO]["positivesUsed"] == QUOTA:
+            break
+        asked = [{**q, "datasetIds": [DEMO, "copy-cohort"]} for q in fresh.take(250, DEMO)]
+    ledger = app.config["MBEACON"].ledger
+    # one state and one quota for alice, filed under the first id in order: two ids spend no more than one
+    assert ledger.account(COHORT_HOLDER, DEMO) is None and ledger.account("user:alice", DEMO) is None
+    assert ledger.account(COHORT_HOLDER, "copy-cohort").state.count == QUOTA
+    assert ledger.account("user:alice", "copy-cohort").state.count == QUOTA
+    assert budget_of(client, key, DEMO)["positivesUsed"] == QUOTA
+    svt2 = {"mechanism": "svt2", "epsilon": 1.0, "c": C}
+    with pytest.raises(ConfigError, match="'demo-cohort' hold the same cohort file as 'copy-cohort'"):
+        make_app(
+            store=str(store), default_prior=prior, defaults=svt2, datasets={DEMO: svt2, "copy-cohort": svt2}
+        )
+    with pytest.raises(ConfigError, match="give them one policy"):
+        other = {**datasets, "copy-cohort": {**datasets["copy-cohort"], "epsilon": 2.0}}
+        make_app(store=str(store), default_prior=prior, datasets=other)

@@ -94,6 +94,7 @@ class AnswerEngine:
         self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
         self._locators = Locators(self.store.root)
+        self._copies_of: tuple[list[str], dict[str, list[str]]] | None = None
 
     # --- datasets and priors -------------------------------------------------------------------
 
@@ -161,6 +162,43 @@ class AnswerEngine:
             if sanitiser_of(policy).spends_budget:
                 self._prior_rows(dataset)
             self._servable(dataset)
+        self._check_copies()
+
+    def _copies(self) -> dict[str, list[str]]:
+        """The served ids of each cohort file's content (its checksum), sorted, for the files served
+        under more than one id."""
+        ids = self.dataset_ids()
+        held = self._copies_of
+        if held is not None and held[0] is ids:  # the same listing: the same files
+            return held[1]
+        by_content: dict[str, list[str]] = defaultdict(list)
+        for dataset in ids:
+            by_content[self.cohort(dataset).info.checksum].append(dataset)
+        copies = {checksum: sorted(same) for checksum, same in by_content.items() if len(same) > 1}
+        self._copies_of = (ids, copies)
+        return copies
+
+    def _check_copies(self) -> None:
+        """One cohort's patients are one cohort's, whatever ids serve them: a copy of a file under
+        another id would give every holder of a per-holder budget a fresh one on each copy, so it is
+        refused; under a shared sanitiser the copies share one state (:meth:`cohort_key`), which needs
+        one policy."""
+        for ids in self._copies().values():
+            first, *others = ids
+            policies = [self.config.policy(d) for d in ids]
+            if not all(sanitiser_of(p).shared for p in policies):
+                raise ConfigError(
+                    f"datasets {', '.join(map(repr, others))} hold the same cohort file as {first!r}: "
+                    "a per-holder mechanism would give every budget holder a fresh budget on each copy; "
+                    "serve the file under one id, or protect every copy with cohort-pmw (one budget for "
+                    "the cohort)"
+                )
+            params = {self.new_params(d).to_storage() for d in ids}
+            if len(params) > 1:
+                raise ConfigError(
+                    f"datasets {', '.join(map(repr, ids))} hold the same cohort, which cohort-pmw protects "
+                    "as a whole: give them one policy (the same epsilon, c, quota and keys)"
+                )
 
     def _servable(self, dataset: str) -> None:
         """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""
@@ -389,8 +427,10 @@ class AnswerEngine:
                 for w in work:
                     holder = principal.budget_holder(w.policy.scope)
                     cohort = self._lock_cohort(tx, w.dataset)  # None unless the state is the cohort's
+                    # a holder's quota of a shared state is one account for every id of the cohort
+                    filed = w.dataset if cohort is None else cohort.dataset
                     account, cached = self.ledger.lock_account_and_answers(
-                        tx, holder, w.dataset, w.keys, functools.partial(self.new_params, w.dataset)
+                        tx, holder, filed, w.keys, functools.partial(self.new_params, w.dataset)
                     )
                     runs_on = cohort or account
                     pmw: PMWSource | None = None
@@ -415,7 +455,7 @@ class AnswerEngine:
                         cohort = Account(cohort.principal, cohort.dataset, cohort.params,
                                          SVT2State(cohort.state.z1, cohort.state.z2,
                                                    cohort.state.count + gained), cohort.created)  # fmt: skip
-                    self.ledger.store_answers(tx, holder, w.dataset, new_rows)
+                    self.ledger.store_answers(tx, holder, filed, new_rows)
                     audit += [
                         AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
                         for a, text in zip(released, w.audit_texts, strict=True)
@@ -468,7 +508,11 @@ class AnswerEngine:
         return "boolean"
 
     def cohort_key(self, dataset: str) -> str:
-        """The cohort a dataset's patients form: the unit a shared sanitiser's state belongs to."""
+        """The cohort a dataset's patients form: the unit a shared sanitiser's state belongs to. Ids that
+        serve one file (the same checksum) are one cohort, filed under the first of them."""
+        for ids in self._copies().values():
+            if dataset in ids:
+                return ids[0]
         return dataset
 
     def _lock_cohort(self, tx: Tx, dataset: str) -> Account | None:
@@ -521,14 +565,15 @@ class AnswerEngine:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""
         policy = self.config.policy(dataset)
         holder = principal.budget_holder(policy.scope)
-        account = self.ledger.account(holder, dataset)
+        shared = sanitiser_of(policy).shared
+        account = self.ledger.account(holder, self.cohort_key(dataset) if shared else dataset)
         params = (
             account.params
             if account is not None
             else self.ledger.params_for_new(holder, dataset, lambda: self.new_params(dataset))
         )
         budget = account.budget() if account is not None else unopened_budget(params)
-        if sanitiser_of(policy).shared:
+        if shared:
             cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
             budget = _with_cohort(budget, cohort, params)
         return {
