@@ -175,3 +175,20 @@ def test_one_file_under_two_ids_is_one_cohort(make_app, twice, fresh) -> None:
     with pytest.raises(ConfigError, match="give them one policy"):
         other = {**datasets, "copy-cohort": {**datasets["copy-cohort"], "epsilon": 2.0}}
         make_app(store=str(store), default_prior=prior, datasets=other)
+
+
+def test_a_prior_built_from_a_served_cohort_is_refused(make_app, twice) -> None:
+    """/api/prior publishes the prior and answers from it are free: one built from a cohort of the store
+    would publish that cohort's data, so the service refuses to start with it."""
+    from mbeacon.beacon.config import ConfigError
+    from mbeacon.store.priors import prior_from_cohort, save_prior
+
+    store, _ = twice
+    save_prior(
+        store, prior_from_cohort(CohortStore(store).open("copy-cohort"), name="self-built", quantiles=5)
+    )
+    policy = {**POLICY, "contribution_bound": 1}
+    with pytest.raises(
+        ConfigError, match="prior 'self-built', built from the patients of dataset 'copy-cohort'"
+    ):
+        make_app(store=str(store), default_prior="self-built", datasets={DEMO: policy, "copy-cohort": policy})

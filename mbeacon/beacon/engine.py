@@ -161,8 +161,21 @@ class AnswerEngine:
             self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
             if sanitiser_of(policy).spends_budget:
                 self._prior_rows(dataset)
+                self._check_prior_is_public(dataset)
             self._servable(dataset)
         self._check_copies()
+
+    def _check_prior_is_public(self, dataset: str) -> None:
+        """A prior is public by construction: one built from a cohort of the store would publish that
+        cohort's per-probe distribution at ``/api/prior`` and answer its questions for free."""
+        prior = self.prior(dataset)
+        built_from = prior.source.removeprefix("dataset ") if prior.source.startswith("dataset ") else None
+        if built_from is not None and built_from in self.dataset_ids():
+            raise ConfigError(
+                f"dataset {dataset!r} would be served with prior {prior.name!r}, built from the patients of "
+                f"dataset {built_from!r}: a prior is published (/api/prior) and answers for free, so it must "
+                "come from reference samples outside every served cohort (mbeacon prior build --from-file)"
+            )
 
     def _copies(self) -> dict[str, list[str]]:
         """The served ids of each cohort file's content (its checksum), sorted, for the files served
