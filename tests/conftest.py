@@ -27,7 +27,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="module")
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo store plus, for every other dataset in the module's ``DATASETS``, a cohort of the
-    demo's first ``EXTRA_PROBES`` probes (same patients), so each policy has its own dataset."""
+    demo's first ``EXTRA_PROBES`` probes, so each policy has its own dataset. The k-th copy also holds
+    the demo's next k probes, so that each is a cohort file of its own (the service refuses one file
+    served under two ids with per-holder budgets)."""
     import numpy as np
 
     from mbeacon.store.cohorts import CohortStore
@@ -39,10 +41,12 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     cohorts = CohortStore(root)
     source = cohorts.open(DEMO_DATASET)
     extra = request.module.EXTRA_PROBES
-    ids, values = source.probe_ids[:extra].tolist(), source.rows(np.arange(extra))
-    for name in request.module.DATASETS:
-        if name != DEMO_DATASET:
-            cohorts.write(name, source.sample_ids.tolist(), [(ids, values)])
+    copies = [name for name in request.module.DATASETS if name != DEMO_DATASET]
+    for k, name in enumerate(copies, start=1):
+        rows = np.arange(extra + k)
+        cohorts.write(
+            name, source.sample_ids.tolist(), [(source.probe_ids[rows].tolist(), source.rows(rows))]
+        )
     return root
 
 

@@ -56,7 +56,9 @@ def build_store(base: Path, target: Path) -> Store:
     values = source.rows(np.arange(SHARED_PROBES))
     shared = ids[:SHARED_PROBES]
     samples = source.sample_ids.tolist()
-    cohorts.write(SECOND, samples, [(shared, values)])
+    # the same probes in the reverse row order: a cohort file of its own (the service refuses one file
+    # served under two ids with per-holder budgets)
+    cohorts.write(SECOND, samples, [(shared[::-1], values[::-1])])
     manifest = Manifest(
         np.array(shared, dtype="S64"),
         np.array([CHROMOSOME] * SHARED_PROBES, dtype="S64"),

@@ -534,8 +534,9 @@ def beacon(tmp_path_factory):
     cohorts = CohortStore(store)
     source = cohorts.open(demo.dataset)
     values = source.rows(np.arange(source.n_probes))
-    for name in ("svt2-refuse", "svt2-prior", "suppressed", "noisy"):
-        cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids.tolist(), values)])
+    for k, name in enumerate(("svt2-refuse", "svt2-prior", "suppressed", "noisy"), start=1):
+        rows = slice(0, source.n_probes - k)  # one probe fewer each: a cohort file of its own per policy
+        cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids[rows].tolist(), values[rows])])
     url = f"sqlite:///{work}/ledger.sqlite3"
     ledger = Ledger.open(url)
     keys = [ledger.add_user(f"attacker{i}") for i in range(7)]

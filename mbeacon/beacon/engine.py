@@ -46,6 +46,7 @@ from mbeacon.beacon.answers import (
 from mbeacon.beacon.budget import Account, AccountParams, cohort_budget, unopened_budget
 from mbeacon.beacon.config import ConfigError, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
+from mbeacon.beacon.guarantee import check_copies, check_prior_is_public, copies_by_content, guarantee
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
 from mbeacon.beacon.query import MethylationQuery
@@ -54,7 +55,6 @@ from mbeacon.beacon.release import Work, audit_text, query_key, release
 from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
 from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
 from mbeacon.privacy.svt2 import SVT2State
-from mbeacon.privacy.tradeoff import best_attack
 from mbeacon.store.cohorts import Cohort, CohortStore, Counts
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
@@ -161,57 +161,9 @@ class AnswerEngine:
             self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
             if sanitiser_of(policy).spends_budget:
                 self._prior_rows(dataset)
-                self._check_prior_is_public(dataset)
+                check_prior_is_public(dataset, self.prior(dataset), self.dataset_ids())
             self._servable(dataset)
-        self._check_copies()
-
-    def _check_prior_is_public(self, dataset: str) -> None:
-        """A prior is public by construction: one built from a cohort of the store would publish that
-        cohort's per-probe distribution at ``/api/prior`` and answer its questions for free."""
-        prior = self.prior(dataset)
-        built_from = prior.source.removeprefix("dataset ") if prior.source.startswith("dataset ") else None
-        if built_from is not None and built_from in self.dataset_ids():
-            raise ConfigError(
-                f"dataset {dataset!r} would be served with prior {prior.name!r}, built from the patients of "
-                f"dataset {built_from!r}: a prior is published (/api/prior) and answers for free, so it must "
-                "come from reference samples outside every served cohort (mbeacon prior build --from-file)"
-            )
-
-    def _copies(self) -> dict[str, list[str]]:
-        """The served ids of each cohort file's content (its checksum), sorted, for the files served
-        under more than one id."""
-        ids = self.dataset_ids()
-        held = self._copies_of
-        if held is not None and held[0] is ids:  # the same listing: the same files
-            return held[1]
-        by_content: dict[str, list[str]] = defaultdict(list)
-        for dataset in ids:
-            by_content[self.cohort(dataset).info.checksum].append(dataset)
-        copies = {checksum: sorted(same) for checksum, same in by_content.items() if len(same) > 1}
-        self._copies_of = (ids, copies)
-        return copies
-
-    def _check_copies(self) -> None:
-        """One cohort's patients are one cohort's, whatever ids serve them: a copy of a file under
-        another id would give every holder of a per-holder budget a fresh one on each copy, so it is
-        refused; under a shared sanitiser the copies share one state (:meth:`cohort_key`), which needs
-        one policy."""
-        for ids in self._copies().values():
-            first, *others = ids
-            policies = [self.config.policy(d) for d in ids]
-            if not all(sanitiser_of(p).shared for p in policies):
-                raise ConfigError(
-                    f"datasets {', '.join(map(repr, others))} hold the same cohort file as {first!r}: "
-                    "a per-holder mechanism would give every budget holder a fresh budget on each copy; "
-                    "serve the file under one id, or protect every copy with cohort-pmw (one budget for "
-                    "the cohort)"
-                )
-            params = {self.new_params(d).to_storage() for d in ids}
-            if len(params) > 1:
-                raise ConfigError(
-                    f"datasets {', '.join(map(repr, ids))} hold the same cohort, which cohort-pmw protects "
-                    "as a whole: give them one policy (the same epsilon, c, quota and keys)"
-                )
+        check_copies(self._copies(), self.config.policy, lambda d: self.new_params(d).to_storage())
 
     def _servable(self, dataset: str) -> None:
         """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""
@@ -520,6 +472,22 @@ class AnswerEngine:
             return "count"
         return "boolean"
 
+    def _copies(self) -> dict[str, list[str]]:
+        """The ids serving one cohort file, for the files served under more than one id (cached per
+        listing of the store)."""
+        ids = self.dataset_ids()
+        held = self._copies_of
+        if held is None or held[0] is not ids:  # a new listing: perhaps new files
+            self._copies_of = (ids, copies_by_content(ids, lambda d: self.cohort(d).info.checksum))
+        return self._copies_of[1] if self._copies_of is not None else {}
+
+    def guarantee(self, dataset: str) -> dict:
+        """What the dataset's protection promises, and to whom (:func:`~.guarantee.guarantee`)."""
+        policy = self.config.policy(dataset)
+        shared = sanitiser_of(policy).shared
+        cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset)) if shared else None
+        return guarantee(policy, cohort, lambda: self.new_params(dataset))
+
     def cohort_key(self, dataset: str) -> str:
         """The cohort a dataset's patients form: the unit a shared sanitiser's state belongs to. Ids that
         serve one file (the same checksum) are one cohort, filed under the first of them."""
@@ -536,30 +504,6 @@ class AnswerEngine:
         return self.ledger.lock_account(
             tx, COHORT_HOLDER, self.cohort_key(dataset), lambda: self.new_params(dataset)
         )
-
-    def guarantee(self, dataset: str) -> dict:
-        """What the dataset's protection promises, and to whom: for a shared state, the cohort's whole
-        budget, what is spent, and the best attack any coalition of askers could make (from the
-        trade-off function of the cohort's epsilon); else the promise per budget holder, which k
-        holders together compose to k times."""
-        policy = self.config.policy(dataset)
-        sanitiser = sanitiser_of(policy)
-        if not sanitiser.spends_budget:
-            return {"unit": "none"}
-        if not sanitiser.shared:
-            return {"unit": "budget holder", "bestAttackPerHolder": best_attack(policy.epsilon).to_json()}
-        cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
-        params = cohort.params if cohort is not None else self.new_params(dataset)
-        spent = cohort.epsilon_spent() if cohort is not None else 0.0
-        return {
-            "unit": "cohort",
-            "epsilonTotal": params.epsilon,
-            "epsilonSpent": round(spent, 12),
-            "positivesUsed": cohort.state.count if cohort is not None else 0,
-            "positivesTotal": params.c,
-            "quota": params.quota,
-            "bestAttack": best_attack(params.epsilon).to_json(),
-        }
 
     def _budget(self, account: Account, cohort: Account | None) -> dict:
         """What the holder is told of its budget; with a shared state, its quota and the cohort's."""
