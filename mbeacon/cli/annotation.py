@@ -11,12 +11,12 @@ from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mbeacon.cli._ui import progress, reports_data_errors
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 
 _STORE = click.option("--store", required=True, type=click.Path(path_type=Path), help="Store directory.")
 
 
-@click.group(context_settings=HELP_OPTIONS)
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
 def annotation() -> None:
     """Probe annotations of array platforms: positions and genes for region and gene queries.
 

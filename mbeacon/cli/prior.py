@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from mbeacon.cli._ui import finite, reports_data_errors
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli._ui import finite, reports_data_errors, table_console
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 from mbeacon.store.errors import DataError
 
 STORE_HELP = "Store directory (priors live in STORE/priors/NAME/vK.h5; created if absent)."
@@ -52,7 +51,7 @@ def _report_saved(saved: Any, as_json: bool) -> None:
     click.echo(f"source: {saved.source}")
 
 
-@click.group("prior", context_settings=HELP_OPTIONS)
+@click.group("prior", cls=Group, context_settings=HELP_OPTIONS)
 def prior() -> None:
     """Population priors: what a general population looks like at each CpG probe.
 
@@ -179,7 +178,6 @@ def list_(store: Path, as_json: bool) -> None:
     if not entries:
         click.echo(f"no priors in {store}")
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("name", "version", "probes", "reference samples", "sketch", "created", "source")
@@ -189,7 +187,7 @@ def list_(store: Path, as_json: bool) -> None:
         table.add_row(
             e["name"], version, f"{e['probes']:,}", str(e["n_reference"]), sketch, e["created"], e["source"]
         )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    table_console().print(table)
 
 
 @prior.command("show")

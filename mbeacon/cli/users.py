@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from mbeacon.beacon.config import TIERS
 from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
+from mbeacon.cli._ui import confirmed, table_console, yes_option
 from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
@@ -35,8 +35,8 @@ def users_add(name: str, config_path: Path | None, tier: str, group: str | None,
     new = operations.validated_user(
         name=name, tier=tier, group=group, role="admin" if admin else "researcher"
     )
-    ledger = open_ledger(load_ledger_config(config_path))
-    key = operations.add_user(ledger, new, actor=cli_actor())
+    config = load_ledger_config(config_path)
+    key = operations.add_user(open_ledger(config), new, actor=cli_actor(config))
     click.echo(key)
     click.echo(
         f"user {new.name!r} created ({'admin' if admin else tier}); the key above is shown only once",
@@ -48,24 +48,35 @@ def users_add(name: str, config_path: Path | None, tier: str, group: str | None,
 @click.argument("name")
 @config_option
 def users_rotate(name: str, config_path: Path | None) -> None:
-    """Give NAME a new key (the old one stops working at once); budgets are kept."""
+    """Give NAME a new key (the old one stops working at once); budgets are kept.
+
+    A revoked user is reinstated this way, with the budget they had: the one way back for a name.
+    """
     from mbeacon.beacon import operations
 
-    ledger = open_ledger(load_ledger_config(config_path), create=False)
-    click.echo(operations.rotate_key(ledger, name, actor=cli_actor()))
+    config = load_ledger_config(config_path)
+    click.echo(operations.rotate_key(open_ledger(config, create=False), name, actor=cli_actor(config)))
 
 
 @users.command("revoke")
 @click.argument("name")
 @config_option
-def users_revoke(name: str, config_path: Path | None) -> None:
-    """Revoke NAME's key (their budget record stays in the ledger)."""
+@yes_option
+def users_revoke(name: str, config_path: Path | None, yes: bool) -> None:
+    """Revoke NAME's key (their budget record stays in the ledger; `users rotate NAME` reinstates them)."""
     from mbeacon.beacon import operations
+    from mbeacon.beacon.errors import UnknownTarget
     from mbeacon.beacon.holders import canonical_name
 
-    ledger = open_ledger(load_ledger_config(config_path), create=False)
-    operations.revoke_user(ledger, name, actor=cli_actor())
-    click.echo(f"user {canonical_name(name)!r} revoked", err=True)
+    config = load_ledger_config(config_path)
+    ledger = open_ledger(config, create=False)
+    name = canonical_name(name)
+    if ledger.user(name) is None:  # refuse an unknown name before asking
+        raise UnknownTarget(f"no user {name!r}")
+    question = f"Revoke {name!r}'s key (they lose access at once)?"
+    confirmed(question, f"revoking {name!r} cuts off their access", yes=yes)
+    operations.revoke_user(ledger, name, actor=cli_actor(config))
+    click.echo(f"user {name!r} revoked", err=True)
 
 
 @users.command("list")
@@ -80,4 +91,4 @@ def users_list(config_path: Path | None, as_json: bool) -> None:
     table = Table("name", "role", "tier", "group", "created", "revoked")
     for u in found:
         table.add_row(u.name, u.role, u.tier, u.group or "", u.created[:19], (u.revoked or "")[:19])
-    Console().print(table)
+    table_console().print(table)

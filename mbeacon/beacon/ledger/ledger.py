@@ -114,34 +114,49 @@ class Ledger:
         self, name: str, *, tier: str = "REGISTERED", role: str = "researcher", group: str | None = None,
         actor: str = "operator",
     ) -> str:  # fmt: skip
-        """Create a user and return their key (the only time it exists in clear)."""
+        """Create a user and return their key (the only time it exists in clear). A name taken, by
+        an active or a revoked user, is refused: a revoked user comes back with :meth:`rotate_key`."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
         new = keys.mint()
         with self.db.transaction() as tx:
-            tx.execute("SELECT 1 FROM users WHERE name = ?", (name,))
-            if tx.fetchone():
-                raise AlreadyExists(f"user {name!r} exists (rotate its key instead, or choose another name)")
+            tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+            if row is not None and row[0] is not None:
+                raise AlreadyExists(
+                    f"user {name!r} was revoked: `mbeacon users rotate {name}` gives them a new key and "
+                    "their access back, with the budget they had (a new name would be a new budget holder)"
+                )
+            if row is not None:
+                raise AlreadyExists(
+                    f"user {name!r} exists: `mbeacon users rotate {name}` gives them a new key, "
+                    "or choose another name"
+                )
             tx.execute(
                 "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, role, tier, group, new.key_id, new.salt, new.digest, now()),
             )
-            self.append_audit(tx, [AuditRow("user_add", actor, detail=f"{name} role={role} tier={tier}")])
+            self.append_audit(
+                tx, [AuditRow("user_add", actor, f"user:{name}", detail=f"{name} role={role} tier={tier}")]
+            )
         return new.key
 
     def rotate_key(self, name: str, *, actor: str = "operator") -> str:
-        """Give an existing, active user a new key; the old key stops working at once."""
+        """Give a user a new key; the old key stops working at once. A revoked user is reinstated
+        (audited as ``user_reinstate``): the one way back for a name, keeping its budget."""
         new = keys.mint()
         with self.db.transaction() as tx:
+            tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+            if row is None:
+                raise UnknownTarget(f"no user {name!r} (create one with `mbeacon users add {name}`)")
             tx.execute(
-                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ? WHERE name = ? AND revoked IS NULL",
+                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ?, revoked = NULL WHERE name = ?",
                 (new.key_id, new.salt, new.digest, name),
             )
-            tx.execute("SELECT 1 FROM users WHERE name = ? AND revoked IS NULL", (name,))
-            if not tx.fetchone():
-                raise UnknownTarget(f"no active user {name!r}")
-            self.append_audit(tx, [AuditRow("key_rotate", actor, detail=name)])
+            event = "key_rotate" if row[0] is None else "user_reinstate"
+            self.append_audit(tx, [AuditRow(event, actor, f"user:{name}", detail=name)])
         return new.key
 
     def revoke_user(self, name: str, *, actor: str = "operator") -> None:
@@ -152,7 +167,7 @@ class Ledger:
                 raise UnknownTarget(f"no user {name!r}")
             if row[0] is None:
                 tx.execute("UPDATE users SET revoked = ? WHERE name = ?", (now(), name))
-                self.append_audit(tx, [AuditRow("user_revoke", actor, detail=name)])
+                self.append_audit(tx, [AuditRow("user_revoke", actor, f"user:{name}", detail=name)])
 
     def users(self) -> list[User]:
         with self.db.transaction(write=False) as tx:
@@ -409,17 +424,41 @@ class Ledger:
             ],
         )  # fmt: skip
 
-    def audit_log(self, *, limit: int = 100, principal: str | None = None) -> list[dict]:
+    def audit_log(
+        self, *, limit: int | None = 100, principal: str | None = None, since: str | None = None,
+        actor: str | None = None, events: Sequence[str] = (), dataset: str | None = None,
+        before_id: int | None = None,
+    ) -> list[dict]:  # fmt: skip
+        """Audit entries, newest first: at most ``limit`` (None: all), of one holder (``principal``),
+        at or after ``since`` (an ISO time in the log's own form, UTC), by ``actor``, of the ``events``
+        named, on ``dataset``, older than entry ``before_id`` (to page through a long log)."""
         sql = (
             "SELECT id, time, event, actor, principal, dataset, query, answered_from, cached, detail"
             " FROM audit_log"
         )
-        params: tuple = ()
-        if principal is not None:
-            sql += " WHERE principal = ?"
-            params = (principal,)
+        where: list[str] = []
+        params: list = []
+        for column, value in (("principal", principal), ("actor", actor), ("dataset", dataset)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("time >= ?")
+            params.append(since)
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
+        if events:
+            where.append(f"event IN ({', '.join('?' * len(events))})")
+            params.extend(events)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
         with self.db.transaction(write=False) as tx:
-            tx.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+            tx.execute(sql, tuple(params))
             names = ("id", "time", "event", "actor", "principal", "dataset", "query", "answeredFrom",
                      "cached", "detail")  # fmt: skip
             entries = [dict(zip(names, row, strict=True)) for row in tx.fetchall()]
