@@ -271,3 +271,31 @@ def test_group_help_shows_whole_summaries(group: str | None) -> None:
             )
         )
         assert f"{name} {summary}" in listing
+
+
+# --- a busy port --------------------------------------------------------------------------------
+
+
+def test_a_second_serve_on_a_busy_port_is_refused_in_one_line(config: Path, tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        started = time.monotonic()
+        bind = f"--bind=127.0.0.1:{port}"
+        refused = subprocess.run(
+            [sys.executable, "-m", "mbeacon.cli", "serve", "--config", str(config), bind],
+            capture_output=True, text=True, timeout=120, env={**os.environ, **{k: "" for k in UNSET}},
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert (
+        line.startswith(f"error: cannot serve on 127.0.0.1:{port}: Address already in use")
+        and "--bind" in line
+    )
+    assert took < 5  # gunicorn retries for some 8 s
+    assert not (tmp_path / "ledger.sqlite3").exists()  # refused before anything was opened
