@@ -43,6 +43,7 @@ class User:
     group: str | None
     created: str
     revoked: str | None
+    expires: str | None = None
 
     def to_json(self) -> dict:
         """The user as the admin API and ``mbeacon users list --json`` show it (never the key)."""
@@ -53,6 +54,7 @@ class User:
             "group": self.group,
             "created": self.created,
             "revoked": self.revoked,
+            "expires": self.expires,
         }
 
 
@@ -75,7 +77,9 @@ class AuditRow:
     detail: str | None = None
 
 
-_USER_COLUMNS = "name, role, tier, group_name, created, revoked"
+_USER_COLUMNS = "name, role, tier, group_name, created, revoked, expires"
+#: ``rotate_key``'s default: the new key keeps the user's expiry.
+KEEP = "keep"
 _ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
 _ACCOUNT_COLUMNS_OF_A = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))  # table alias a
 _KEYS_PER_LOOKUP = 500  # query keys per cache lookup statement (bound parameters stay well under limits)
@@ -112,9 +116,10 @@ class Ledger:
 
     def add_user(
         self, name: str, *, tier: str = "REGISTERED", role: str = "researcher", group: str | None = None,
-        actor: str = "operator",
+        actor: str = "operator", expires: str | None = None,
     ) -> str:  # fmt: skip
-        """Create a user and return their key (the only time it exists in clear). A name taken, by
+        """Create a user and return their key (the only time it exists in clear), working until
+        ``expires`` (an ISO time, UTC; None: until rotated or revoked). A name taken, by
         an active or a revoked user, is refused: a revoked user comes back with :meth:`rotate_key`."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
@@ -133,30 +138,41 @@ class Ledger:
                     "or choose another name"
                 )
             tx.execute(
-                "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, role, tier, group, new.key_id, new.salt, new.digest, now()),
+                "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created,"
+                " expires)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, role, tier, group, new.key_id, new.salt, new.digest, now(), expires),
             )
-            self.append_audit(
-                tx, [AuditRow("user_add", actor, f"user:{name}", detail=f"{name} role={role} tier={tier}")]
-            )
+            detail = f"{name} role={role} tier={tier}" + (f" expires={expires}" if expires else "")
+            self.append_audit(tx, [AuditRow("user_add", actor, f"user:{name}", detail=detail)])
         return new.key
 
-    def rotate_key(self, name: str, *, actor: str = "operator") -> str:
-        """Give a user a new key; the old key stops working at once. A revoked user is reinstated
-        (audited as ``user_reinstate``): the one way back for a name, keeping its budget."""
+    def rotate_key(self, name: str, *, actor: str = "operator", expires: str | None = KEEP) -> str:
+        """Give a user a new key; the old key stops working at once. The new key works until
+        ``expires`` (None: no expiry; :data:`KEEP`: the user's expiry, refused once it has passed).
+        A revoked user is reinstated (audited as ``user_reinstate``): the one way back for a name,
+        keeping its budget."""
         new = keys.mint()
         with self.db.transaction() as tx:
-            tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
+            tx.execute("SELECT revoked, expires FROM users WHERE name = ?", (name,))
             row = tx.fetchone()
             if row is None:
                 raise UnknownTarget(f"no user {name!r} (create one with `mbeacon users add {name}`)")
+            if expires == KEEP:
+                expires = row[1]
+                if keys.expired(expires):
+                    raise InvalidRequest(
+                        f"{name!r}'s key expired at {expires}: give the new key an expiry "
+                        "(--expires DATE or --expires-in 90d) or none (--no-expiry)"
+                    )
             tx.execute(
-                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ?, revoked = NULL WHERE name = ?",
-                (new.key_id, new.salt, new.digest, name),
+                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ?, revoked = NULL, expires = ?"
+                " WHERE name = ?",
+                (new.key_id, new.salt, new.digest, expires, name),
             )
             event = "key_rotate" if row[0] is None else "user_reinstate"
-            self.append_audit(tx, [AuditRow(event, actor, f"user:{name}", detail=name)])
+            detail = name + (f" expires={expires}" if expires else "")
+            self.append_audit(tx, [AuditRow(event, actor, f"user:{name}", detail=detail)])
         return new.key
 
     def revoke_user(self, name: str, *, actor: str = "operator") -> None:
@@ -193,9 +209,9 @@ class Ledger:
         if row is None:
             keys.verify(secret, None, None)
             return None
-        if not keys.verify(secret, row[6], row[7]) or row[5] is not None:
+        if not keys.verify(secret, row[7], row[8]) or row[5] is not None or keys.expired(row[6]):
             return None
-        return User(*row[:6])
+        return User(*row[:7])
 
     # --- budget accounts -----------------------------------------------------------------------
 
