@@ -308,7 +308,7 @@ def test_authenticate(ledger: Ledger) -> None:
     with pytest.raises(InvalidRequest):
         ledger.add_user("bob", role="superuser")
     events = [row[2] for row in audit_rows(ledger)]
-    assert events == ["user_add", "key_rotate", "user_revoke"]
+    assert events == ["user_add", "key_rotate", "user_revoke", "user_reinstate"]
 
 
 # --- budget accounts, cache, audit ------------------------------------------------------------
