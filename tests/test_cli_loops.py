@@ -299,3 +299,40 @@ def test_a_second_serve_on_a_busy_port_is_refused_in_one_line(config: Path, tmp_
     )
     assert took < 5  # gunicorn retries for some 8 s
     assert not (tmp_path / "ledger.sqlite3").exists()  # refused before anything was opened
+
+
+# --- prior remove -------------------------------------------------------------------------------
+
+
+def test_prior_remove_is_refused_while_a_dataset_is_served_with_it(tmp_path: Path) -> None:
+    from mbeacon.store.priors import prior_names
+
+    source = Path(__file__).parent / "data" / "ingest" / "matrix" / "betas_pval.csv"
+    store = tmp_path / "store"
+    assert _cli("ingest", str(source), "--store", str(store), "--dataset", "d").exit_code == 0
+    for name in ("p1", "p2", "p1"):  # p1 gets versions 1 and 2
+        built = _cli("prior", "build", "--store", str(store), "--name", name, "--from-dataset", "d")
+        assert built.exit_code == 0, built.output
+    config = tmp_path / "beacon.toml"
+    config.write_text(f'store = "{store}"\ndatabase_url = "sqlite:///{tmp_path / "l.sqlite3"}"\n'
+                      '[datasets.d]\nprior = "p1"\n')  # fmt: skip
+
+    refused = _cli("prior", "remove", "p1", "--config", str(config), "--yes")
+    assert refused.exit_code == 2 and "served with [datasets.d] prior" in refused.stderr, refused.output
+    latest = _cli("prior", "remove", "p1", "--version", "2", "--config", str(config), "--yes")
+    assert latest.exit_code == 2 and "its latest version" in latest.stderr
+    unasked = _cli("prior", "remove", "p1", "--version", "1", "--config", str(config))
+    assert unasked.exit_code == 2 and "add --yes" in unasked.stderr
+    older = _cli("prior", "remove", "p1", "--version", "1", "--config", str(config), "--yes")
+    assert older.exit_code == 0, older.output
+    listed = json.loads(_cli("prior", "list", "--store", str(store), "--json").stdout)
+    assert sorted((e["name"], e["version"]) for e in listed) == [("p1", 2), ("p2", 1)]
+
+    assert _cli("prior", "remove", "p2", "--config", str(config), "--yes").exit_code == 0  # unused
+    assert prior_names(store) == ["p1"]
+    # p1 is now the store's only prior: without a configuration, dataset d is served with it
+    alone = _cli("prior", "remove", "p1", "--store", str(store), "--yes")
+    assert alone.exit_code == 2 and "dataset d (only prior in the store)" in alone.stderr
+    assert prior_names(store) == ["p1"]
+    unknown = _cli("prior", "remove", "p9", "--store", str(store), "--yes")
+    assert unknown.exit_code == 2 and "no prior named 'p9'" in unknown.stderr
