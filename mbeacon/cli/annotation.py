@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import progress, reports_data_errors
+from mbeacon.cli._ui import progress, reports_data_errors, table_console
 from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 
 _STORE = click.option("--store", required=True, type=click.Path(path_type=Path), help="Store directory.")
@@ -108,7 +107,7 @@ def list_annotations(store: Path, as_json: bool) -> None:
             ", ".join(users[i.platform]),
             i.created,
         )
-    Console().print(table)
+    table_console().print(table)
     missing = sorted({p for p in platform_of.values() if p} - set(users))
     if missing:
         click.echo(f"platforms of datasets with no annotation imported yet: {', '.join(missing)}")
