@@ -157,12 +157,12 @@ def add_users(
     The last ``generous`` users get an operator override of c = :data:`GENEROUS_C` on the first
     dataset, so their budgets there last the run and the ledger's count is checked in mid-budget too,
     not only at c."""
-    from mbeacon.beacon.budget import AccountParams
-    from mbeacon.beacon.config import DatasetPolicy
+    from mbeacon.beacon.config import dataset_policy
     from mbeacon.beacon.ledger import Ledger
+    from mbeacon.beacon.sanitisers import account_params
 
     first = DATASETS[0]
-    params = AccountParams.from_policy(DatasetPolicy(**{**DEFAULTS, **first.policy, "c": GENEROUS_C}))
+    params = account_params(dataset_policy(**{**DEFAULTS, **first.policy, "c": GENEROUS_C}))
     ledger = Ledger.open(database_url)
     keys, who = [], {}
     try:

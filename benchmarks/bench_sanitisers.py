@@ -8,10 +8,11 @@
   50 probes of 10 bins each (random ranges of bins, priors and cohort drawn once from a seed, the
   cohort shifted from the prior at 5 probes), ``T = 20``, ``eps = 1``, ``c = 5``.
 
-* The service's ``online-pmw`` (:func:`mbeacon.beacon.pmw_state.run`, a whole request decided at
-  once) vs :func:`~mbeacon.beacon.pmw_state.run_stepwise` (the same request one ``online_pmw_step`` per
-  query, the reference it is tested against), and, for the record, vs SVT²'s service path
-  (:func:`mbeacon.beacon.mechanisms.run`) on the same counts: requests of 1,000 queries at random
+* The service's ``online-pmw`` (:func:`mbeacon.beacon.sanitisers.online_pmw_state.run`, a whole
+  request decided at once) vs :func:`~mbeacon.beacon.sanitisers.online_pmw_state.run_stepwise` (the
+  same request one ``online_pmw_step`` per query, the reference it is tested against), and, for the
+  record, vs SVT²'s service path (:meth:`mbeacon.beacon.sanitisers.svt2.SVT2.decide`) on the same
+  counts: requests of 1,000 queries at random
   probes of 2,000 and random ranges, a smooth prior per probe, the cohort's counts near the prior's
   (5% of probes shifted), the documented corner setting (``eps = 10``, ``c = 50``, margin 60,
   ``T = 1``, ``N = 100``), each request from a fresh account.
@@ -30,11 +31,12 @@ import numpy as np
 
 from benchmarks.bench_svt2 import make_queries
 from benchmarks.common import Result, speed_ratio, time_interleaved
-from mbeacon.beacon import pmw_state
-from mbeacon.beacon.mechanisms import run as run_mechanism
+from mbeacon.beacon.config import dataset_policy
+from mbeacon.beacon.sanitisers import Fresh, account_params, sanitiser_of
+from mbeacon.beacon.sanitisers import online_pmw_state as pmw_state
 from mbeacon.privacy import UNANSWERED
 from mbeacon.privacy.online_pmw import OnlinePMWParams, online_pmw, online_pmw_batch
-from mbeacon.privacy.svt2 import SVT2Params, SVT2State
+from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin, svt2_margin_batch
 from mbeacon.privacy.svt2_noisy import SVT2NoisyParams, svt2_noisy, svt2_noisy_batch
 
@@ -188,12 +190,13 @@ def _service_rows(repeats: int) -> list[Result]:
     alpha = [float(q.alpha) for q in queries]
     ids, lo, hi = (np.array(v) for v in zip(*((q.probe, q.lo, q.hi) for q in queries), strict=True))
     beta = (N_PATIENTS * mass(ids, lo, hi)).tolist()
-    svt2 = SVT2Params.from_epsilon(10.0, 50, 1.0)
+    svt2 = account_params(dataset_policy(mechanism="svt2", epsilon=10.0, c=50))
+    fresh = Fresh(alpha, beta, [q.probe for q in queries], [(q.lo, q.hi) for q in queries])
     timings = time_interleaved(
         {
             "ours": lambda: pmw_state.run(params, 0.0, 0, queries, {}, mass),
             "stepwise": lambda: pmw_state.run_stepwise(params, 0.0, 0, queries, {}, mass),
-            "svt2": lambda: run_mechanism("svt2", svt2, SVT2State(0.0, 0.0, 0), alpha, beta),
+            "svt2": lambda: sanitiser_of("svt2").decide(svt2, SVT2State(0.0, 0.0, 0), fresh, None),
         },
         repeats=repeats,
         warmup=1,

@@ -20,7 +20,7 @@ SAMPLES = 1_000
 
 
 def run(quick: bool) -> list[Result]:
-    from mbeacon.beacon.config import DatasetPolicy
+    from mbeacon.beacon.config import dataset_policy
     from mbeacon.beacon.contribution import TruncatedCohort, sensitivity_of, serving_cohort
     from mbeacon.store.cohorts import CohortStore
     from mbeacon.store.patients import ContributionBound
@@ -44,7 +44,7 @@ def run(quick: bool) -> list[Result]:
             bound=ContributionBound(2, "declared"),
         )  # fmt: skip
         plain = store.open("t")
-        truncated = serving_cohort(plain, sensitivity_of("t", plain.info, DatasetPolicy()))
+        truncated = serving_cohort(plain, sensitivity_of("t", plain.info, dataset_policy()))
         assert isinstance(truncated, TruncatedCohort)
         rows = rng.integers(0, PROBES, 1_000)
         lo, hi = np.full(1_000, 0.2), np.full(1_000, 0.7)

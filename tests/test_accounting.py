@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 
 from mbeacon.privacy import svt2_epsilon as package_svt2_epsilon
 from mbeacon.privacy.accounting import (
-    PayWhatYouGet,
-    PayWhatYouGetExhausted,
     advanced_composition,
     bounded_range_composition,
     svt2_epsilon,
     svt2_spent,
 )
+from mbeacon.privacy.research.pay_what_you_get import PayWhatYouGet, PayWhatYouGetExhausted
 from mbeacon.privacy.svt2 import svt2_allocate
 from mbeacon.privacy.svt2 import svt2_epsilon as svt2_module_svt2_epsilon
 

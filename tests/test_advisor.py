@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import tomllib
-import typing
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -33,8 +32,8 @@ from mbeacon.attack.advisor import (
 )
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.run import evaluate_setting
-from mbeacon.beacon.budget import AccountParams
-from mbeacon.beacon.config import DatasetPolicy, load_config
+from mbeacon.beacon.config import dataset_policy, load_config
+from mbeacon.beacon.sanitisers import SANITISERS, account_params, sanitiser_of
 from mbeacon.cli import main
 from mbeacon.store.cohorts import Cohort, CohortStore
 from mbeacon.store.demo import DEMO_DATASET, DEMO_PRIOR, ensure_demo
@@ -62,10 +61,9 @@ TINY_SVT2 = replace(TINY, mechanisms=("svt2",))
 
 
 def _served_by_dataset_policy(policy: dict) -> bool:
-    """Whether this branch's DatasetPolicy knows the policy's mechanism and every key it uses (the
-    service learns Online PMW on its own branch; once it does, the assertions below cover it too)."""
-    mechanisms = typing.get_args(DatasetPolicy.model_fields["mechanism"].annotation)
-    return policy["mechanism"] in mechanisms and set(policy) <= set(DatasetPolicy.model_fields)
+    """Whether a served sanitiser takes the policy's mechanism and every key it uses."""
+    served = SANITISERS.get(policy["mechanism"])
+    return served is not None and set(policy) <= set(served.policy_model.model_fields)
 
 
 def _check_policy(table: dict, candidate: Candidate, prior: str) -> None:
@@ -92,7 +90,7 @@ def _check_policy(table: dict, candidate: Candidate, prior: str) -> None:
         assert table["release_share"] == pytest.approx(candidate.release_share)
     if not _served_by_dataset_policy(table):  # not yet on this branch: the keys above are the contract
         return
-    policy = DatasetPolicy.model_validate(table)
+    policy = dataset_policy(**table)
     assert (policy.mechanism, policy.epsilon, policy.c, policy.threshold, policy.prior) == (
         candidate.mechanism, candidate.epsilon, candidate.c, candidate.threshold, prior,
     )  # fmt: skip
@@ -409,17 +407,22 @@ def test_every_mechanisms_advice_is_a_dataset_policy(
         return
     # pasted under [defaults] that say otherwise, the table still serves exactly the evaluated setting
     config = tmp_path / "mbeacon.toml"
-    config.write_text('[defaults]\nvariant = "redraw"\ncount_epsilon = 0.5\nepsilon = 1.0\n\n' + text)
+    config.write_text(
+        '[defaults]\nmechanism = "svt2"\nvariant = "redraw"\ncount_epsilon = 0.5\nepsilon = 1.0\n\n' + text
+    )
     policy = load_config(config, env={}).policy("demo-cohort")
     assert (policy.mechanism, policy.epsilon, policy.count_epsilon) == (candidate.mechanism, 10.0, 0.0)
     assert policy.variant == candidate.variant
     # and the account the service opens under it has the parameters the evaluation ran
-    account = AccountParams.from_policy(policy)
+    account = account_params(policy)
     defence = Defence(defence, epsilon=10.0, c=5, threshold=1, margin=margin, release_share=share)
     if candidate.mechanism == "online-pmw":
-        served, evaluated = account.online_pmw(100), defence.with_cohort(100).pmw_params
+        served, evaluated = (
+            sanitiser_of(policy).mechanism_params(account, n=100),
+            defence.with_cohort(100).pmw_params,
+        )
     else:
-        served, evaluated = account.svt2(), defence.svt2_params
+        served, evaluated = sanitiser_of(policy).mechanism_params(account), defence.svt2_params
     assert type(served) is type(evaluated)
     for key, value in asdict(evaluated).items():
         assert getattr(served, key) == pytest.approx(value), key
@@ -569,7 +572,7 @@ def test_cli_quick_on_the_demo_store(demo, tmp_path: Path) -> None:
     rec = payload["recommendation"]
     assert table == payload["policy"] and table["mechanism"] == rec["mechanism"]
     if _served_by_dataset_policy(table):
-        policy = DatasetPolicy.model_validate(table)
+        policy = dataset_policy(**table)
         assert (policy.epsilon, policy.c, policy.threshold) == (rec["epsilon"], rec["c"], rec["threshold"])
     assert rec["risk"] <= 0.6
     # the quick grid (24 of SVT², 2 with margins, 4 each of svt2-noisy and online-pmw) without the 8

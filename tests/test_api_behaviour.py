@@ -38,7 +38,7 @@ CONTROLLED = "controlled-cohort"
 PUBLIC = "public-cohort"
 REDRAW = "redraw-cohort"
 C = 5
-POLICY = {"c": C, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": C, "epsilon": 1.0}
 DATASETS = {
     DEMO: {**POLICY},
     PRIOR: {**POLICY, "on_exhausted": "prior"},
@@ -603,9 +603,14 @@ def test_count_granularity_rules(app, probes, tier: str, datasets: list[str], ex
     if expected == "count":
         assert isinstance(data["responseSummary"]["numTotalResults"], int)
         assert data["responseSummary"]["numTotalResults"] >= 0
-    else:
-        assert "numTotalResults" not in data["responseSummary"]
-        assert all(rs["resultsCount"] == 0 for rs in data["response"]["resultSets"])
+    else:  # a yes tells "at least T" (the public threshold), a no 0; both marked imprecise
+        config = app.config["MBEACON"].config
+        for rs in data["response"]["resultSets"]:
+            assert rs["resultsCount"] == (config.policy(rs["id"]).threshold if rs["exists"] else 0)
+            assert rs["countPrecision"] == "imprecise"
+        told = sum(rs["resultsCount"] for rs in data["response"]["resultSets"])
+        assert data["responseSummary"]["numTotalResults"] == told
+        assert data["responseSummary"]["countPrecision"] == "imprecise"
     boolean = post(client, key, {"probeId": probes[3], "minValue": 0.4, "datasetIds": datasets})
     assert boolean.get_json()["meta"]["returnedGranularity"] == "boolean"
 

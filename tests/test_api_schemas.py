@@ -21,7 +21,7 @@ from mbeacon.store.demo import DEMO_DATASET
 DEMO = DEMO_DATASET
 CONTROLLED = "controlled-cohort"
 EXTRA_PROBES = 200
-POLICY = {"c": 5, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": 5, "epsilon": 1.0}
 DATASETS = {
     DEMO: {**POLICY},
     CONTROLLED: {**POLICY, "tier": "CONTROLLED", "count_epsilon": 0.2},

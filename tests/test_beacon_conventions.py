@@ -7,7 +7,7 @@
   them, spending nothing; an empty list is accepted;
 * ``skip``/``limit`` are validated (GET and POST the same bounds) and echoed as ``pagination``;
   ``requestParameters`` (canonical) and ``filters`` are echoed in ``receivedRequestSummary``;
-* a boolean answer's ``resultsCount`` is the number of records returned (0), never a count;
+* a yes tells its meaning as a count (``resultsCount`` T, never 0), marked ``countPrecision: imprecise``;
 * CORS: the configured origins only, a preflight answered, no credentials, never on the admin API.
 
 Every 200 and every error is validated against the official Beacon v2 schemas. The parsers' rules for
@@ -258,17 +258,27 @@ def test_request_parameters_are_echoed_as_answered(server) -> None:
     }
 
 
-def test_a_boolean_answer_counts_records_not_patients(server) -> None:
+def test_a_boolean_answer_tells_its_meaning_as_an_imprecise_count(server) -> None:
+    """A yes means "at least T patients": it never claims ``resultsCount: 0`` (framework: the number of
+    results), and every count is marked ``countPrecision: imprecise`` (Beacon v2.2)."""
     probe = server[3]
     key = server[1]
     body = _answer(_get(server, "/api/methylation", key,
                         params={"probeId": probe, "includeResultsetResponses": "ALL"}))  # fmt: skip
     assert body["meta"]["returnedGranularity"] == "boolean"
-    assert "numTotalResults" not in body["responseSummary"]
-    for result_set in body["response"]["resultSets"]:
-        assert result_set["results"] == [] and result_set["resultsCount"] == len(result_set["results"])
+    datasets = {c["id"]: c["info"]["privacy"]["threshold"]
+                for c in _get(server, "/api/datasets", key).json()["response"]["collections"]}  # fmt: skip
+    sets = body["response"]["resultSets"]
+    assert sets
+    for result_set in sets:
+        assert result_set["results"] == [] and result_set["countPrecision"] == "imprecise"
+        assert result_set["resultsCount"] == (datasets[result_set["id"]] if result_set["exists"] else 0)
+    summary = body["responseSummary"]
+    assert summary["numTotalResults"] == sum(r["resultsCount"] for r in sets)
+    assert summary["countPrecision"] == "imprecise"
+    assert (summary["numTotalResults"] > 0) == summary["exists"]
     declared = _get(server, "/api/entry_types").json()["response"]["entryTypes"]["methylation"]["description"]
-    assert "resultsCount" in declared
+    assert "resultsCount" in declared and "countPrecision" in declared
 
 
 # --- CORS ------------------------------------------------------------------------------------------

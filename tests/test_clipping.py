@@ -1,4 +1,4 @@
-"""The automatic clipping bound (mbeacon.privacy.clipping): its queries, its cost, and the claim that
+"""The automatic clipping bound (mbeacon.privacy.research.clipping): its queries, its cost, and the claim that
 the bound lands near the data's scale whatever the scale and the grid length."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mbeacon.privacy import accounting
-from mbeacon.privacy.clipping import (
+from mbeacon.privacy.research.clipping import (
     auto_clip_batch,
     auto_clip_bound,
     auto_mean,

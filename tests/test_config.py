@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mbeacon.beacon.config import ConfigError, DatasetPolicy, ServiceConfig, load_config
+from mbeacon.beacon.config import ConfigError, ServiceConfig, dataset_policy, load_config
+from mbeacon.beacon.sanitisers import account_params, sanitiser_of
 
 
 def write(tmp_path: Path, text: str, name: str = "mbeacon.toml") -> Path:
@@ -19,9 +20,14 @@ def write(tmp_path: Path, text: str, name: str = "mbeacon.toml") -> Path:
 def test_defaults_without_file_or_environment() -> None:
     config = load_config(None, env={})
     assert config == ServiceConfig()
-    assert config.defaults == DatasetPolicy()
+    assert config.defaults == dataset_policy()
     assert config.policy("anything") == config.defaults
-    assert (config.anonymous, config.metrics_public, config.defaults.mechanism) == ("refuse", False, "svt2")
+    # a policy that names no mechanism protects the cohort as a whole
+    assert (config.anonymous, config.metrics_public, config.defaults.mechanism) == (
+        "refuse",
+        False,
+        "cohort-pmw",
+    )
 
 
 def test_layers_file_then_environment_then_overrides(tmp_path: Path) -> None:
@@ -82,6 +88,7 @@ on_exhausted = "prior"
 epsilon = 4.0
 
 [datasets.cohort-b]
+mechanism = "svt2"
 tier = "PUBLIC"
 count_epsilon = 0.5
 """,
@@ -105,7 +112,7 @@ def test_override_dataset_tables_inherit_override_defaults() -> None:
 
 def test_environment_does_not_reach_dataset_policies() -> None:
     config = load_config(None, env={"MBEACON_DEFAULTS": "epsilon=50", "MBEACON_DATASETS": "x"})
-    assert config.defaults == DatasetPolicy() and config.datasets == {}
+    assert config.defaults == dataset_policy() and config.datasets == {}
 
 
 @pytest.mark.parametrize(
@@ -195,16 +202,18 @@ def test_sanitiser_parameters_are_read_and_priced(tmp_path: Path) -> None:
         "[datasets.d]\nmechanism = 'svt2-noisy'\n"
     )
     config = load_config(write(tmp_path, text), env={})
-    margin = AccountParams.from_policy(config.policy("m"))
+    margin = account_params(config.policy("m"))
     assert (margin.margin_above, margin.margin_below, margin.epsilon3) == (2.5, 0.5, 0.0)
-    noisy = AccountParams.from_policy(config.policy("n"))
+    noisy = account_params(config.policy("n"))
     assert noisy.epsilon3 == pytest.approx(2.0)
     assert 2 * (noisy.epsilon1 + noisy.epsilon2) + noisy.epsilon3 == pytest.approx(8.0)
-    assert noisy.svt2().epsilon == pytest.approx(8.0)  # the privacy layer's own accounting agrees
-    assert AccountParams.from_policy(config.policy("d")).epsilon3 == pytest.approx(1 / 3)
+    assert sanitiser_of(noisy.mechanism).mechanism_params(noisy).epsilon == pytest.approx(
+        8.0
+    )  # the privacy layer's own accounting agrees
+    assert account_params(config.policy("d")).epsilon3 == pytest.approx(1 / 3)
     # stored parameters round-trip; an svt2 account's stored text carries none of the new keys
     assert AccountParams.from_storage(noisy.to_storage()) == noisy
-    assert "margin" not in AccountParams.from_policy(DatasetPolicy()).to_storage()
+    assert "margin" not in account_params(dataset_policy()).to_storage()
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mbeacon.api import create_app
-from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.config import dataset_policy
 from mbeacon.beacon.contribution import (
     ContributionBoundMissing,
     TruncatedCohort,
@@ -40,27 +40,27 @@ def _info(**fields) -> DatasetInfo:
 
 def test_the_bound_in_effect_and_where_it_came_from() -> None:
     plain = _info()
-    assert sensitivity_of("d", plain, DatasetPolicy()).to_json() == {
+    assert sensitivity_of("d", plain, dataset_policy()).to_json() == {
         "bound": 1, "source": "one sample per patient", "learningEpsilon": 0.0, "truncated": False,
         "patients": 10,
     }  # fmt: skip
     learned = _info(has_patient_ids=True, patient_count=5, max_samples_per_patient=6, contribution_bound=3,
                     bound_source="learned", bound_epsilon=0.5)  # fmt: skip
-    got = sensitivity_of("d", learned, DatasetPolicy())
+    got = sensitivity_of("d", learned, dataset_policy())
     assert (got.bound, got.source, got.epsilon, got.truncated, got.patients) == (3, "learned", 0.5, True, 5)
-    configured = sensitivity_of("d", learned, DatasetPolicy(contribution_bound=2))
+    configured = sensitivity_of("d", learned, dataset_policy(contribution_bound=2))
     assert (configured.bound, configured.source, configured.epsilon) == (2, "configuration", 0.0)
     # without patient ids a configured bound is the operator's statement: used, nothing truncated
-    stated = sensitivity_of("d", plain, DatasetPolicy(contribution_bound=4))
+    stated = sensitivity_of("d", plain, dataset_policy(contribution_bound=4))
     assert (stated.bound, stated.truncated) == (4, False)
     unique = _info(has_patient_ids=True, patient_count=10, contribution_bound=0, bound_source="")
-    assert sensitivity_of("d", unique, DatasetPolicy()).bound == 1
+    assert sensitivity_of("d", unique, dataset_policy()).bound == 1
 
 
 def test_repeated_patients_without_a_bound_are_never_served_at_sensitivity_one(tmp_path) -> None:
     ingest(REPEATED, tmp_path / "store", "rep")  # no bound rule: ids stored, bound left open
     with pytest.raises(ContributionBoundMissing, match=r"dataset 'rep': some patients give several samples"):
-        sensitivity_of("rep", CohortStore(tmp_path / "store").info("rep"), DatasetPolicy())
+        sensitivity_of("rep", CohortStore(tmp_path / "store").info("rep"), dataset_policy())
     settings = {"store": str(tmp_path / "store"), "database_url": f"sqlite:///{tmp_path}/l.sqlite3"}
     with pytest.raises(ContributionBoundMissing, match=r"set contribution_bound = N in its \[datasets.rep\]"):
         create_app({**settings, "defaults": {"mechanism": "none", "allow_unprotected": True}})
@@ -75,7 +75,7 @@ def test_repeated_patients_without_a_bound_are_never_served_at_sensitivity_one(t
 def test_the_served_cohort_counts_each_patients_first_b_samples(tmp_path) -> None:
     ingest(REPEATED, tmp_path, "rep", bound_rule=bound_rule(declared=2))
     cohort = CohortStore(tmp_path).open("rep")
-    served = serving_cohort(cohort, sensitivity_of("rep", cohort.info, DatasetPolicy()))
+    served = serving_cohort(cohort, sensitivity_of("rep", cohort.info, dataset_policy()))
     assert isinstance(served, TruncatedCohort)
     row = cohort.probe_row(PROBE)
     assert cohort.count_one(row, 0.8, 1.0) == 6
@@ -85,7 +85,7 @@ def test_the_served_cohort_counts_each_patients_first_b_samples(tmp_path) -> Non
     assert served.n_patients == 6  # kept samples: P1's 2 and one each of P2..P5
     assert served.probe_ids.tolist() == cohort.probe_ids.tolist()  # everything else is the cohort's
     # a bound no patient exceeds keeps every sample: the plain cohort is served
-    wide = serving_cohort(cohort, sensitivity_of("rep", cohort.info, DatasetPolicy(contribution_bound=6)))
+    wide = serving_cohort(cohort, sensitivity_of("rep", cohort.info, dataset_policy(contribution_bound=6)))
     assert wide is cohort
 
 

@@ -7,10 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from mbeacon.privacy import dssgd_epsilon, faulty
-from mbeacon.privacy.audit import all_targets, audit_target
+from mbeacon.privacy import dssgd_epsilon
+from mbeacon.privacy.audit import all_targets, audit_target, faulty
 from mbeacon.privacy.audit.registry import AuditTarget, _numeric, dssgd_patterns
-from mbeacon.privacy.dssgd import dssgd_select, dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
+from mbeacon.privacy.research.dssgd import (
+    dssgd_select,
+    dssgd_select_batch,
+    dssgd_sensitivity,
+    dssgd_upload_count,
+)
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 
 

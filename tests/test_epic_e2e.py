@@ -24,7 +24,8 @@ from mbeacon.store.cohorts import CohortStore
 EPIC = "epic-v2-cohort"
 RESULTSETS = "responses/beaconResultsetsResponse.json"
 ERROR = "responses/beaconErrorResponse.json"
-POLICY = {"c": 5, "epsilon": 1.0}  # four fresh questions per dataset at most: never exhausted
+#: four fresh questions per dataset at most: never exhausted
+POLICY = {"mechanism": "svt2", "c": 5, "epsilon": 1.0}
 
 
 @pytest.fixture(scope="module")

@@ -172,7 +172,8 @@ def test_bounds_that_meet_in_float32_are_not_reversed() -> None:
 # --- one question, one answer, over HTTP ------------------------------------------------------
 
 
-POLICY = {"c": 2, "epsilon": 1.0}  # two fresh questions below: neither can find the budget spent
+#: two fresh questions below: neither can find the budget spent
+POLICY = {"mechanism": "svt2", "c": 2, "epsilon": 1.0}
 
 
 @pytest.fixture(scope="module")

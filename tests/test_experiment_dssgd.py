@@ -16,7 +16,7 @@ from scipy import stats
 
 from mbeacon.cli.experiment import experiment
 from mbeacon.experiments import dssgd as ds
-from mbeacon.privacy.dssgd import dssgd_sensitivity
+from mbeacon.privacy.research.dssgd import dssgd_sensitivity
 
 
 @pytest.fixture(scope="module")

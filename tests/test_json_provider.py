@@ -248,7 +248,7 @@ def test_responses_keep_their_key_order_and_non_ascii_text(app) -> None:
     document = json.loads(response.get_data())
     assert list(document) == ["meta", "responseSummary", "response", "info"]
     first = document["response"]["resultSets"][0]
-    assert list(first) == ["id", "setType", "exists", "resultsCount", "results", "info"]
+    assert list(first) == ["id", "setType", "exists", "resultsCount", "countPrecision", "results", "info"]
     assert list(first["info"])[:4] == ["answeredFrom", "cached", "probeId", "range"]
     assert list(first["info"])[-1] == "queryIndex"
     assert first["info"]["range"] == [0.25, 1.0]

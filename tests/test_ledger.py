@@ -20,7 +20,7 @@ import pytest
 
 from mbeacon.beacon import keys
 from mbeacon.beacon.budget import Account, AccountParams
-from mbeacon.beacon.config import DatasetPolicy
+from mbeacon.beacon.config import dataset_policy
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.ledger import (
     AuditRow,
@@ -32,10 +32,11 @@ from mbeacon.beacon.ledger import (
 )
 from mbeacon.beacon.ledger import ledger as ledger_module
 from mbeacon.beacon.ledger.database import Tx
+from mbeacon.beacon.sanitisers import account_params
 from mbeacon.privacy.svt2 import SVT2State
 
 PG_URL = os.environ.get("MBEACON_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-PARAMS = AccountParams.from_policy(DatasetPolicy(c=5, epsilon=1.0))
+PARAMS = account_params(dataset_policy(c=5, epsilon=1.0))
 # what a refused write looks like: SQLite trigger errors surface as sqlite3 errors, PostgreSQL ones
 # as LedgerUnavailable (the API's 503)
 REFUSED = (LedgerUnavailable, sqlite3.DatabaseError)
@@ -438,7 +439,7 @@ def test_a_failed_transaction_leaves_nothing(ledger: Ledger) -> None:
 
 
 def test_override_sets_the_parameters_of_the_next_account(ledger: Ledger) -> None:
-    small = AccountParams.from_policy(DatasetPolicy(c=2, epsilon=0.5))
+    small = account_params(dataset_policy(c=2, epsilon=0.5))
     assert ledger.set_override("user:alice", "demo", small, actor="admin:ops") is False
     with ledger.db.transaction() as tx:
         assert ledger.lock_account(tx, "user:alice", "demo", lambda: PARAMS).params == small

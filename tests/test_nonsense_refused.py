@@ -40,7 +40,7 @@ from mbeacon.api import create_app
 
 ERROR = "responses/beaconErrorResponse.json"
 RESULTSETS = "responses/beaconResultsetsResponse.json"
-POLICY = {"c": 5, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": 5, "epsilon": 1.0}
 
 
 @pytest.fixture(scope="module")

@@ -233,7 +233,7 @@ def test_exhausted_budget_and_rate_limit_match_the_document(demo, tmp_path):
             "store": str(demo.store),
             "database_url": f"sqlite:///{tmp_path}/ledger.sqlite3",
             "rate_limit_per_minute": 3,
-            "datasets": {demo.dataset: {"c": 1}},
+            "datasets": {demo.dataset: {"mechanism": "svt2", "c": 1}},
         }
     )
     key = app.config["MBEACON"].ledger.add_user("carol", tier="REGISTERED")

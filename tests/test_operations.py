@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mbeacon.beacon import operations
-from mbeacon.beacon.config import DatasetPolicy, ServiceConfig
+from mbeacon.beacon.config import ServiceConfig, dataset_policy
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.holders import (
     HOLDER_PATTERN,
@@ -24,6 +24,7 @@ from mbeacon.beacon.holders import (
     is_name,
 )
 from mbeacon.beacon.ledger import Ledger
+from mbeacon.beacon.sanitisers.policy import PolicyBase
 
 names = st.from_regex(NAME_PATTERN, fullmatch=True)
 
@@ -109,7 +110,7 @@ def test_budget_holder_follows_the_scope() -> None:
 def test_a_budget_change_has_the_policys_own_bounds(name: str) -> None:
     """An override field is its policy field made optional: the same type, bounds and enum values."""
     change = operations.BudgetChange.model_json_schema()["properties"][name]["anyOf"]
-    policy = DatasetPolicy.model_json_schema()["properties"][name]
+    policy = PolicyBase.model_json_schema()["properties"][name]
     assert {"type": "null"} in change
     (bounded,) = [schema for schema in change if schema != {"type": "null"}]
     assert bounded == {k: v for k, v in policy.items() if k not in ("default", "title", "description")}
@@ -159,7 +160,7 @@ def test_a_new_user_is_checked_by_the_shared_rule(fields: dict, where: str) -> N
 
 
 def test_an_override_is_validated_as_a_whole_policy(ledger: Ledger) -> None:
-    config = ServiceConfig(datasets={"d": DatasetPolicy(epsilon=2.0, c=4)})
+    config = ServiceConfig(datasets={"d": dataset_policy(epsilon=2.0, c=4)})
     bob = Holder("user", "bob")
     done = operations.override_budget(config, ledger, bob, "d", {"c": 3}, actor="test")
     assert (done.params.c, done.params.epsilon, done.account_open) == (3, 2.0, False)

@@ -1,6 +1,7 @@
-"""The service's Online PMW decides a whole request at once (mbeacon.beacon.pmw_state.run). Its answers
-must follow the law of the reference, ``run_stepwise`` (one online_pmw_step per query on the histogram
-the updates leave), and a query's synthetic count must not depend on the rest of its request."""
+"""The service's Online PMW decides a whole request at once
+(mbeacon.beacon.sanitisers.online_pmw_state.run). Its answers must follow the law of the reference,
+``run_stepwise`` (one online_pmw_step per query on the histogram the updates leave), and a query's
+synthetic count must not depend on the rest of its request."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.beacon import pmw_state
+from mbeacon.beacon.sanitisers import online_pmw_state as pmw_state
 from mbeacon.privacy.online_pmw import OnlinePMWParams
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 
@@ -70,6 +71,6 @@ def test_a_synthetic_count_is_the_replayed_histograms_and_does_not_depend_on_the
         alone = pmw_state._starting_counts(params, [q], updates, _beta_mass)
         assert alone[0] == s  # exactly: an answer never depends on what else the request asks
         replayed = pmw_state.synthetic_count(
-            params, q.probe, q.lo, q.hi, updates.get(q.probe, []), _beta_mass
+            params.n, q.probe, q.lo, q.hi, updates.get(q.probe, []), _beta_mass
         )
         assert s == pytest.approx(replayed, rel=1e-9, abs=1e-9)

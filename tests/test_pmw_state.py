@@ -93,8 +93,10 @@ def test_the_state_model_is_online_pmw_step_query_by_query() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(row=st.integers(0, 2), lo=st.floats(0, 1), width=st.floats(0, 1))
+@given(row=st.integers(0, 2), lo=st.floats(0, 1), width=st.one_of(st.just(0.0), st.floats(0, 1)))
 def test_the_fast_path_equals_the_segment_histogram_before_any_update(row, lo, width) -> None:
+    """Point ranges included: the service answers ``[x, x]`` from a floored segment of its own, and the
+    evaluation's model must say what the service says."""
     hi = min(1.0, lo + width)
     params = OnlinePMWParams.from_epsilon(10.0, 5, 1, N)
     model = PMWStreams(params, 1, probability, np.random.default_rng(0))
@@ -114,3 +116,29 @@ def test_after_a_top_nearby_ranges_are_answered_from_the_moved_histogram() -> No
     after = model.synthetic(runs, rows, lo, hi)
     assert after[0] > 10 * before[0]  # run 0's histogram moved toward the 40 patients in [0, 0.05]
     assert after[1] == before[1]  # run 1 (another account) did not
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    updated=st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20), st.floats(0.01, 0.99)), max_size=3),
+    asked=st.tuples(st.integers(0, 20), st.integers(0, 20)),
+)
+def test_the_evaluation_answers_as_the_service_does(updated, asked) -> None:
+    """One Online PMW state: the evaluation's accounts give every range, point ranges and ranges at
+    updated probes included, the synthetic count the service's state gives it."""
+    from mbeacon.beacon.sanitisers import online_pmw_state
+
+    params = OnlinePMWParams.from_epsilon(10.0, 5, 1, N)
+    model = PMWStreams(params, 1, probability, np.random.default_rng(0))
+    edges = [(min(a, b) / 20, max(a, b) / 20, t) for a, b, t in updated]
+    if edges:
+        model.updates[0][1] = list(edges)
+    lo, hi = min(asked) / 20, max(asked) / 20
+    got = model.synthetic(np.array([0]), np.array([1]), np.array([lo]), np.array([hi]))[0]
+
+    def mass(probes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return probability(np.ones(len(starts)), starts, ends)
+
+    recorded = [online_pmw_state.PMWUpdate("p", a, b, t) for a, b, t in edges]
+    served = online_pmw_state.synthetic_count(N, "p", lo, hi, recorded, mass)
+    assert np.isclose(got, served, rtol=1e-12, atol=1e-12)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbeacon.beacon.config import DatasetPolicy, ServiceConfig
+from mbeacon.beacon.config import ServiceConfig, dataset_policy
 from mbeacon.store.priors import NoPriorChosen, PriorChoice, choose_prior, prior_from_means, save_prior
 
 
@@ -33,6 +33,6 @@ def test_unnamed_the_store_must_hold_exactly_one(tmp_path: Path) -> None:
 
 
 def test_the_configuration_names_a_datasets_prior() -> None:
-    config = ServiceConfig(default_prior="pop", datasets={"d": DatasetPolicy(prior="blood")})
+    config = ServiceConfig(default_prior="pop", datasets={"d": dataset_policy(prior="blood")})
     assert (config.prior_for("d"), config.prior_for("other")) == ("blood", "pop")
     assert ServiceConfig().prior_for("d") is None

@@ -16,17 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.privacy import (
-    accounting,
-    clipping,
-    dssgd,
-    noise,
-    range_queries,
-    selection,
-    sparse_vector,
-    truncation,
-    validation,
-)
+from mbeacon.privacy import accounting, noise, sparse_vector, truncation, validation
+from mbeacon.privacy.research import clipping, dssgd, pay_what_you_get, range_queries, selection
 from mbeacon.privacy.svt2 import SVT2Params, svt2, svt2_allocate, svt2_batch
 
 ANSWERS = [1.0, 2.0, 3.0, 0.0]
@@ -317,7 +308,7 @@ CASES = {
         c="count",
     ),
     "PayWhatYouGet": _case(
-        accounting.PayWhatYouGet,
+        pay_what_you_get.PayWhatYouGet,
         {"k_star": 5, "l_star": 3, "epsilon": 1.0, "delta": 1e-6, "delta_prime": 1e-9},
         k_star="count",
         l_star="count",

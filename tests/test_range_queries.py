@@ -1,4 +1,4 @@
-"""Range queries worth answering (mbeacon.privacy.range_queries): the counts, the cost rule, and the
+"""Range queries worth answering (mbeacon.privacy.research.range_queries): the counts, the cost rule, and the
 claim that the cost, and so the accuracy at a given epsilon, do not depend on the number of queries."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mbeacon.privacy import accounting
-from mbeacon.privacy.range_queries import (
+from mbeacon.privacy.research.range_queries import (
     range_counts,
     range_query_split,
     range_query_svt,

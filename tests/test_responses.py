@@ -42,6 +42,17 @@ def echoed(query: MethylationQuery) -> dict:
     return echo
 
 
+DATASETS = ["demo-cohort", "controlled-cohort", "third"]
+THRESHOLDS = {dataset: 3 + i for i, dataset in enumerate(DATASETS)}
+
+
+def told(answer: Answer) -> int:
+    """The patients an answer tells: its noisy count, else T for a yes and 0 for a no."""
+    if answer.count is not None:
+        return answer.count
+    return THRESHOLDS[answer.dataset] if answer.exists else 0
+
+
 def reference(request: ParsedRequest, result: AnswerSet) -> dict:
     """The response built key by key, one dict literal per result set."""
     result_sets = []
@@ -65,40 +76,40 @@ def reference(request: ParsedRequest, result: AnswerSet) -> dict:
                 "id": answer.dataset,
                 "setType": "dataset",
                 "exists": answer.exists,
-                "resultsCount": answer.count if answer.count is not None else 0,
+                "resultsCount": told(answer),
+                "countPrecision": "imprecise",
                 "results": [],
                 "info": info,
             }
         )
     summary: dict[str, Any] = {"exists": any(a.exists for a in result.answers)}
     several_probes = len({a.dataset for a in result.answers}) < len(result.answers)  # a region or gene
-    if result.granularity == "count" and not request.batch and not several_probes:
-        summary["numTotalResults"] = sum(a.count or 0 for a in result.answers)
+    if not request.batch and not several_probes and result.answers:
+        summary["numTotalResults"] = sum(told(a) for a in result.answers)
+        summary["countPrecision"] = "imprecise"
+    received: dict[str, Any] = {
+        "apiVersion": request.api_version,
+        "requestedSchemas": list(request.requested_schemas),
+        "filters": [],
+        "pagination": {"skip": request.skip, "limit": request.limit},
+        "requestedGranularity": request.granularity,
+        "includeResultsetResponses": request.include,
+        "requestParameters": {
+            "methylation": {"queries": [echoed(q) for q in request.queries]}
+            if request.batch
+            else echoed(request.queries[0])
+        },
+    }
+    if request.test_mode:
+        received["testMode"] = True
     return {
-        "meta": response_meta(
-            result.granularity,
-            {
-                "apiVersion": request.api_version,
-                "requestedSchemas": [],
-                "filters": [],
-                "pagination": {"skip": request.skip, "limit": request.limit},
-                "requestedGranularity": request.granularity,
-                "includeResultsetResponses": request.include,
-                "requestParameters": {
-                    "methylation": {"queries": [echoed(q) for q in request.queries]}
-                    if request.batch
-                    else echoed(request.queries[0])
-                },
-            },
-            [METHYLATION_SCHEMA],
-        ),
+        "meta": response_meta(result.granularity, received, [METHYLATION_SCHEMA]),
         "responseSummary": summary,
         "response": {"resultSets": result_sets},
         "info": {"budgets": result.budgets, "refused": result.refused, "queries": len(request.queries)},
     }
 
 
-DATASETS = ["demo-cohort", "controlled-cohort", "third"]
 budgets = st.fixed_dictionaries(
     {
         "positivesUsed": st.integers(0, 20),
@@ -158,6 +169,7 @@ def cases(draw, budgets: st.SearchStrategy[dict] = budgets) -> tuple[ParsedReque
         draw(st.booleans()),
         draw(st.integers(0, MAX_SKIP)),
         draw(st.integers(0, MAX_LIMIT)),
+        draw(st.sampled_from([(), ({"entityType": "methylation", "schema": "x"},), ({"schema": "y"},)])),
     )
     result = AnswerSet(
         answers,
@@ -173,7 +185,7 @@ def cases(draw, budgets: st.SearchStrategy[dict] = budgets) -> tuple[ParsedReque
 def test_the_response_is_the_one_built_key_by_key(case) -> None:
     request, result = case
     with _APP.app_context():
-        ours, expected = methylation_response(request, result), reference(request, result)
+        ours, expected = methylation_response(request, result, THRESHOLDS), reference(request, result)
     assert json.dumps(ours) == json.dumps(expected)  # keys, their order and values
     assert ours == expected
 
@@ -183,7 +195,7 @@ def test_the_response_is_the_one_built_key_by_key(case) -> None:
 def test_the_response_conforms_to_its_model(case) -> None:
     request, result = case
     with _APP.app_context():
-        document = methylation_response(request, result)
+        document = methylation_response(request, result, THRESHOLDS)
     conforms(document, schemas.MethylationResponse)
     validate(document, "responses/beaconResultsetsResponse.json")  # the echoes included
 
@@ -197,7 +209,7 @@ def test_result_sets_share_no_mutable_part() -> None:
     answers = [Answer(i, "d", q.probe, True, "data", None) for i, q in enumerate(queries)]
     request = ParsedRequest(queries, "boolean", "ALL", True)
     with _APP.app_context():
-        document = methylation_response(request, AnswerSet(answers, {"d": budget}, "boolean"))
+        document = methylation_response(request, AnswerSet(answers, {"d": budget}, "boolean"), {"d": 2})
     first, second = document["response"]["resultSets"]
     assert first is not second and first["info"] is not second["info"]
     assert first["results"] is not second["results"]

@@ -166,6 +166,7 @@ def test_count_granularity_only_where_the_mechanism_pays_for_counts(served, cont
 DEMO_POLICIES = {
     "svt2-noisy": "release_share = 0.3\nmargin_above = 1.0",
     "online-pmw": "release_share = 0.3\nmargin = 1.0",
+    "cohort-pmw": "release_share = 0.3",  # the demo's own mechanism
 }
 
 
@@ -177,7 +178,9 @@ def test_mbeacon_demo_serves_the_mechanism_its_policy_names(tmp_path, contested,
     data_dir = tmp_path / "demo"
     built = ensure_demo(data_dir)
     text = DEMO_CONFIG.format(store=built.store, ledger=data_dir / "ledger.sqlite3", prior=built.prior)
-    text = text.replace('mechanism = "svt2"', f'mechanism = "{mechanism}"\n{DEMO_POLICIES[mechanism]}')
+    text = text.replace('mechanism = "cohort-pmw"', f'mechanism = "{mechanism}"\n{DEMO_POLICIES[mechanism]}')
+    if mechanism != "cohort-pmw":
+        text = text.replace("quota = 5\n", "")  # a share of the cohort's positives: cohort-pmw's key
     (data_dir / "mbeacon.toml").write_text(text)
     port = free_port()
     demo = subprocess.Popen(
@@ -204,6 +207,11 @@ def test_mbeacon_demo_serves_the_mechanism_its_policy_names(tmp_path, contested,
             "collections"
         ]
         assert collection["info"]["privacy"]["mechanism"] == mechanism
+        guarantee = collection["info"]["privacy"]["guarantee"]
+        if mechanism == "cohort-pmw":  # the demo as shipped promises the cohort, whoever asks
+            assert guarantee["unit"] == "cohort" and guarantee["bestAttack"]["maxAuc"] < 0.74
+        else:
+            assert guarantee["unit"] == "budget holder"
         assert collection["info"]["privacy"]["epsilon3"] == pytest.approx(0.3)
         for query in contested[:5]:
             params = {**query, "includeResultsetResponses": "ALL"}

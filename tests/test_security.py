@@ -54,7 +54,7 @@ REG = "registered-only-cohort"
 CTL = "controlled-only-cohort"
 MISSING = "no-such-cohort"
 C = 5
-POLICY = {"c": C, "epsilon": 1.0}
+POLICY = {"mechanism": "svt2", "c": C, "epsilon": 1.0}
 DATASETS = {
     DEMO: {**POLICY, "tier": "PUBLIC"},
     REG: {**POLICY, "tier": "REGISTERED", "variant": "redraw", "on_exhausted": "prior"},
@@ -207,7 +207,12 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("/api/configuration", "GET"): Access(static("/api/configuration"), EVERYONE),
     ("/api/map", "GET"): Access(static("/api/map"), EVERYONE),
     ("/api/entry_types", "GET"): Access(static("/api/entry_types"), EVERYONE),
-    ("/api/filtering_terms", "GET"): Access(static("/api/filtering_terms"), EVERYONE),
+    # the terms of the datasets the caller may see: read like /datasets
+    ("/api/filtering_terms", "GET"): Access(static("/api/filtering_terms"), CATALOGUE),
+    ("/api/filtering_terms", "POST"): Access(
+        lambda w: ("/api/filtering_terms", {"json": {"meta": {"apiVersion": "v2.0"}}}), CATALOGUE
+    ),
+    ("/api/schemas/<name>.json", "GET"): Access(static("/api/schemas/methylation.json"), EVERYONE),
     ("/api/openapi.json", "GET"): Access(static("/api/openapi.json"), EVERYONE),
     ("/api/docs", "GET"): Access(static("/api/docs"), EVERYONE),
     ("/api/reference", "GET"): Access(static("/api/reference"), EVERYONE),
@@ -217,6 +222,11 @@ ACCESS: dict[tuple[str, str], Access] = {
     ),
     ("/api/prior/probes", "GET"): Access(static("/api/prior/probes", datasetId=DEMO, prefix="cg"), CATALOGUE),
     ("/api/datasets", "GET"): Access(static("/api/datasets"), CATALOGUE, listed_datasets),
+    ("/api/datasets", "POST"): Access(
+        lambda w: ("/api/datasets", {"json": {"meta": {"apiVersion": "v2.0"}, "query": {}}}),
+        CATALOGUE,
+        listed_datasets,
+    ),
     ("/api/datasets/<dataset>", "GET"): Access(static(f"/api/datasets/{DEMO}"), CATALOGUE),
     ("/api/datasets/<dataset>/methylation", "GET"): Access(
         lambda w: (f"/api/datasets/{DEMO}/methylation", query_get(w)[1]), DATA, shared_anonymous=200

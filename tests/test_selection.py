@@ -1,4 +1,4 @@
-"""Tests for private selection (:mod:`mbeacon.privacy.selection`): the exponential mechanism,
+"""Tests for private selection (:mod:`mbeacon.privacy.research.selection`): the exponential mechanism,
 report-noisy-max, top-k and Durfee and Rogers' unknown-domain top-k (their pay-what-you-get
 accounting and the composition bounds are tested in test_accounting.py).
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from mbeacon.privacy.noise import discrete_laplace_pmf, discrete_laplace_sf
-from mbeacon.privacy.selection import (
+from mbeacon.privacy.research.selection import (
     TopKRelease,
     exponential_mechanism,
     exponential_mechanism_batch,

@@ -202,3 +202,57 @@ def test_c_sigkill_mid_load_loses_no_committed_state(tmp_path, demo, contested_q
         data_rows = conn.execute("SELECT COUNT(*) FROM answers WHERE answered_from = 'data'").fetchone()[0]
     assert cached == fresh, "cache rows and audit rows are written in one transaction"
     assert data_rows == account.state.count, "every spent positive has its cached data answer"
+
+
+def _hammer_as_many(urls: list[str], keys: dict[str, str], queries: list[dict], clients: int):
+    """``clients`` threads, client n asking as user ``n % len(keys)`` on server ``n % len(urls)``."""
+    names = sorted(keys)
+    shares = [queries[i::clients] for i in range(clients)]
+
+    def client(n: int) -> list[tuple[str, dict, int, dict | None]]:
+        name, url = names[n % len(names)], urls[n % len(urls)]
+        return [(name, q, *_ask(url, keys[name], q)) for q in shares[n]]
+
+    with ThreadPoolExecutor(clients) as pool:
+        return [row for rows in pool.map(client, range(clients)) for row in rows]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_d_cohort_pmw_one_state_for_every_holder(tmp_path, demo, contested_queries, backend, request):
+    """cohort-pmw: 4 holders, 16 clients (and, on PostgreSQL, two servers): the cohort's shared state
+    never records more than c positives, each holder's account no more than its quota, and the cohort's
+    histogram updates are exactly one per positive, whoever spent it."""
+    from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
+
+    c, quota = 6, 2
+    url = (
+        request.getfixturevalue("pg_schema") if backend == "postgresql" else f"sqlite:///{tmp_path}/l.sqlite3"
+    )
+    ledger = Ledger.open(url)
+    keys = {name: ledger.add_user(name) for name in ("alice", "bob", "carol", "dave")}
+    settings = {"store": str(demo.store), "database_url": url, "default_prior": demo.prior,
+                "rate_limit_per_minute": 0}  # fmt: skip
+    defaults = {"mechanism": "cohort-pmw", "epsilon": 20.0, "c": c, "quota": quota, "threshold": 1,
+                "release_share": 0.25, "margin": 0.5}  # fmt: skip
+    config = write_config(tmp_path / "cohort.toml", settings, defaults)
+    servers = 2 if backend == "postgresql" else 1
+    with BeaconServer(config, tmp_path, workers=4 // servers) as one:
+        if servers == 2:
+            with BeaconServer(config, tmp_path, workers=2) as two:
+                rows = _hammer_as_many([one.url, two.url], keys, contested_queries[:320], clients=16)
+        else:
+            rows = _hammer_as_many([one.url], keys, contested_queries[:320], clients=16)
+    assert {status for _, _, status, _ in rows} == {200}  # past a quota: answered from the state, free
+    received: dict[str, int] = {}
+    for name, _, _, rs in rows:
+        received[name] = received.get(name, 0) + (rs["info"]["answeredFrom"] == "data")
+    ledger = Ledger.open(url)
+    cohort = ledger.account(COHORT_HOLDER, DATASET)
+    assert cohort is not None and cohort.state.count == sum(received.values()) == c
+    for name in keys:
+        account = ledger.account(f"user:{name}", DATASET)
+        assert account.state.count == received[name] <= quota
+    assert cohort.epsilon_spent() <= cohort.params.epsilon + 1e-12
+    with ledger.db.transaction(write=False) as tx:
+        tx.execute("SELECT principal, seq FROM pmw_updates ORDER BY seq")
+        assert tx.fetchall() == [(COHORT_HOLDER, k) for k in range(c)]

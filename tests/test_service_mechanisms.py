@@ -1,4 +1,4 @@
-"""The service's mechanism dispatch (mbeacon.beacon.mechanisms) and each mechanism's account accounting.
+"""The served sanitisers (mbeacon.beacon.sanitisers) and each mechanism's account accounting.
 
 The promise to a budget holder is the policy's ``epsilon``: whatever the mechanism, variant, share
 and ``c``, what an account reports as spent must never exceed it, must grow with each positive, and
@@ -15,16 +15,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.beacon import pmw_state
 from mbeacon.beacon.budget import Account, AccountParams
-from mbeacon.beacon.config import DatasetPolicy
-from mbeacon.beacon.mechanisms import run
+from mbeacon.beacon.config import dataset_policy
+from mbeacon.beacon.sanitisers import Fresh, Run, account_params, sanitiser_of
+from mbeacon.beacon.sanitisers import online_pmw_state as pmw_state
+from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.privacy.online_pmw import OnlinePMWParams
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 from mbeacon.privacy.svt2 import SVT2State
 
+
+def run(
+    mechanism: str, params: AccountParams, state: SVT2State, alpha: list[float], beta: list[float]
+) -> Run:
+    """The account's sanitiser over queries at probes of their own."""
+    fresh = Fresh(alpha, beta, [f"p{i}" for i in range(len(alpha))], [(0.0, 1.0)] * len(alpha))
+    return sanitiser_of(mechanism).decide(params, state, fresh, None)
+
+
+def start(params: AccountParams) -> SVT2State:
+    return sanitiser_of(params.mechanism).start_state(params)
+
+
 policies = st.builds(
-    lambda mechanism, epsilon, c, variant, share, margin: DatasetPolicy(
+    lambda mechanism, epsilon, c, variant, share, margin: dataset_policy(
         mechanism=mechanism,
         epsilon=epsilon,
         c=c,
@@ -43,10 +57,10 @@ policies = st.builds(
 
 
 @given(policy=policies, sensitivity=st.integers(1, 20))
-def test_an_account_never_spends_more_than_its_epsilon(policy: DatasetPolicy, sensitivity: int) -> None:
+def test_an_account_never_spends_more_than_its_epsilon(policy: PolicyBase, sensitivity: int) -> None:
     if policy.mechanism == "online-pmw":
         sensitivity = 1  # the engine serves online-pmw at contribution bound 1 only
-    params = AccountParams.from_policy(policy, sensitivity=sensitivity)
+    params = account_params(policy, sensitivity=sensitivity)
     assert AccountParams.from_storage(params.to_storage()) == params
     spent = [
         Account("user:a", "d", params, SVT2State(0.0, 0.0, k), "now").epsilon_spent()
@@ -57,19 +71,19 @@ def test_an_account_never_spends_more_than_its_epsilon(policy: DatasetPolicy, se
     assert math.isclose(spent[-1], policy.epsilon, rel_tol=1e-12)
     assert max(spent) <= policy.epsilon * (1 + 1e-12)
     # the privacy layer's own statement of the mechanism's cost agrees with the service's
-    own = params.online_pmw(100) if policy.mechanism == "online-pmw" else params.svt2()
+    own = sanitiser_of(policy).mechanism_params(params, n=100)
     assert math.isclose(own.epsilon, policy.epsilon, rel_tol=1e-9)
 
 
 def _noisy_params(epsilon: float = 100.0, c: int = 3) -> AccountParams:
-    return AccountParams.from_policy(DatasetPolicy(mechanism="svt2-noisy", epsilon=epsilon, c=c, threshold=5))
+    return account_params(dataset_policy(mechanism="svt2-noisy", epsilon=epsilon, c=c, threshold=5))
 
 
 def test_svt2_noisy_answers_a_top_from_its_noisy_count() -> None:
     params = _noisy_params()
-    state = SVT2State.start(params.svt2())
+    state = start(params)
     # the data hold 40 patients where the prior expects none: a clear TOP, answered by the count
-    out = run(params.mechanism, params.svt2(), state, [40.0, 0.0], [0.0, 0.0])
+    out = run(params.mechanism, params, state, [40.0, 0.0], [0.0, 0.0])
     assert out.flags == [TOP, BOT]
     assert out.answers[0] is True and out.answers[1] is None
     assert out.counts[0] is not None and abs(out.counts[0] - 40) <= 3  # noise scale c/eps3 = 0.09
@@ -82,15 +96,15 @@ def test_svt2_noisy_can_answer_no_on_a_top() -> None:
     params = _noisy_params()
     # the prior expects 40 where the data hold 0: TOP, and the count says no (SVT² would flip to no as
     # well; the point is that the answer is the count's, with the count released)
-    out = run(params.mechanism, params.svt2(), SVT2State.start(params.svt2()), [0.0], [40.0])
+    out = run(params.mechanism, params, start(params), [0.0], [40.0])
     assert out.flags == [TOP] and out.answers == [False] and out.counts == [0]
 
 
 def test_a_halted_account_answers_nothing_and_keeps_its_state() -> None:
     for mechanism in ("svt2", "svt2-margin", "svt2-noisy"):
-        params = AccountParams.from_policy(DatasetPolicy(mechanism=mechanism, c=2))
+        params = account_params(dataset_policy(mechanism=mechanism, c=2))
         halted = SVT2State(1.0, 2.0, 2)
-        out = run(mechanism, params.svt2(), halted, [10.0, 10.0], [0.0, 0.0])
+        out = run(mechanism, params, halted, [10.0, 10.0], [0.0, 0.0])
         assert out.flags == [UNANSWERED, UNANSWERED] and out.state == halted
         assert out.counts == [None, None]
 
@@ -98,23 +112,23 @@ def test_a_halted_account_answers_nothing_and_keeps_its_state() -> None:
 def test_margins_keep_near_threshold_disagreements_from_spending() -> None:
     """With a margin of 30 patients, a count of 3 against a prior of 0 (T = 1) is not a clear
     disagreement: at a large epsilon it answers from the prior and spends nothing."""
-    policy = DatasetPolicy(mechanism="svt2-margin", epsilon=100.0, c=5, margin_above=30.0)
-    params = AccountParams.from_policy(policy)
-    state = SVT2State.start(params.svt2())
-    out = run("svt2-margin", params.svt2(), state, [3.0] * 20, [0.0] * 20)
+    policy = dataset_policy(mechanism="svt2-margin", epsilon=100.0, c=5, margin_above=30.0)
+    params = account_params(policy)
+    state = start(params)
+    out = run("svt2-margin", params, state, [3.0] * 20, [0.0] * 20)
     assert out.flags == [BOT] * 20 and out.state.count == 0
-    plain = AccountParams.from_policy(DatasetPolicy(mechanism="svt2", epsilon=100.0, c=5))
-    out = run("svt2", plain.svt2(), SVT2State.start(plain.svt2()), [3.0], [0.0])
+    plain = account_params(dataset_policy(mechanism="svt2", epsilon=100.0, c=5))
+    out = run("svt2", plain, start(plain), [3.0], [0.0])
     assert out.flags == [TOP]
 
 
 @pytest.mark.parametrize("mechanism", ["svt2-margin", "svt2-noisy"])
 def test_unprotected_dispatch_is_not_reached_by_sanitisers(mechanism: str) -> None:
-    params = AccountParams.from_policy(DatasetPolicy(mechanism=mechanism))
+    params = account_params(dataset_policy(mechanism=mechanism))
     assert params.sanitised
-    none = AccountParams.from_policy(DatasetPolicy(mechanism="none", allow_unprotected=True))
+    none = account_params(dataset_policy(mechanism="none", allow_unprotected=True))
     assert not none.sanitised
-    out = run("none", none.svt2(), SVT2State(0.0, 0.0, 0), [5.0], [0.0])
+    out = run("none", none, SVT2State(0.0, 0.0, 0), [5.0], [0.0])
     assert out.flags == [BOT] and out.state == SVT2State(0.0, 0.0, 0)
 
 
@@ -137,25 +151,23 @@ def test_unprotected_dispatch_is_not_reached_by_sanitisers(mechanism: str) -> No
 )
 def test_online_pmw_policy_keys_are_checked(keys: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        DatasetPolicy(**keys)
+        dataset_policy(**keys)
 
 
 def test_online_pmw_account_parameters_split_epsilon_as_the_privacy_layer_does() -> None:
-    policy = DatasetPolicy(mechanism="online-pmw", epsilon=10.0, c=50, threshold=5, margin=60.0)
-    params = AccountParams.from_policy(policy)
+    policy = dataset_policy(mechanism="online-pmw", epsilon=10.0, c=50, threshold=5, margin=60.0)
+    params = account_params(policy)
     assert params.epsilon3 == pytest.approx(10.0 / 3)  # release_share defaults to 1/3
     assert params.margin == 60.0 and params.count_epsilon == 0.0
     reference = OnlinePMWParams.from_epsilon(10.0, 50, 5, 120, margin=60.0)
-    assert params.online_pmw(120) == reference
+    assert sanitiser_of(params.mechanism).mechanism_params(params, n=120) == reference
     assert AccountParams.from_storage(params.to_storage()) == params
     assert params.to_json()["margin"] == 60.0 and params.to_json()["mechanism"] == "online-pmw"
     # the text of an account that does not use the margin is what it always was
-    assert 'margin"' not in AccountParams.from_policy(DatasetPolicy()).to_storage()
-    with pytest.raises(ValueError, match="online_pmw"):
-        params.svt2()
-    with pytest.raises(ValueError, match="pmw_state"):
-        run("online-pmw", AccountParams.from_policy(DatasetPolicy()).svt2(), SVT2State(0, 0, 0), [1.0], [0.0])
-    state = params.start_state()
+    assert 'margin"' not in account_params(dataset_policy()).to_storage()
+    with pytest.raises(ValueError, match="recorded updates"):
+        run("online-pmw", params, SVT2State(0, 0, 0), [1.0], [0.0])
+    state = start(params)
     assert state.z2 == 0.0 and state.count == 0 and "z1" not in repr(state).replace("z1=<", "")
     spent = [Account("u", "d", params, SVT2State(0.0, 0.0, k), "t").epsilon_spent() for k in range(51)]
     assert spent[0] == pytest.approx(params.epsilon1) and spent[-1] == pytest.approx(10.0)
@@ -195,17 +207,17 @@ def test_the_synthetic_count_does_not_depend_on_how_segments_are_cut(
     params = OnlinePMWParams(5.0, 1.0, 1.0, 1.0, 20, 1_000_000)
     updates = [pmw_state.PMWUpdate("p", lo, hi, t) for (lo, hi), t in zip(updated, targets, strict=False)]
     for lo, hi in extra:
-        plain = pmw_state.synthetic_count(params, "p", lo, hi, updates, _uniform)
+        plain = pmw_state.synthetic_count(params.n, "p", lo, hi, updates, _uniform)
         # the same question with the extra ranges' cut points added, by asking through more updates
         # whose target is the mass they already have (a no-op update on any cut)
         finer = [*updates]
         for a, b in extra:
             finer.append(
                 pmw_state.PMWUpdate(
-                    "p", a, b, pmw_state.synthetic_count(params, "p", a, b, finer, _uniform) / params.n
+                    "p", a, b, pmw_state.synthetic_count(params.n, "p", a, b, finer, _uniform) / params.n
                 )
             )
-        refined = pmw_state.synthetic_count(params, "p", lo, hi, finer, _uniform)
+        refined = pmw_state.synthetic_count(params.n, "p", lo, hi, finer, _uniform)
         assert refined == pytest.approx(plain, rel=1e-4, abs=0.05 * (len(updated) + len(extra) + 2))
 
 

@@ -1,5 +1,5 @@
 """Tests for the sparse vector family (:mod:`mbeacon.privacy.sparse_vector`) and the faulty SVT
-fixtures (:mod:`mbeacon.privacy.faulty`).
+fixtures (:mod:`mbeacon.privacy.audit.faulty`).
 
 Distributional tests compare the mechanisms with their *exact* output distribution: for integer
 answers and thresholds every comparison ``q + nu >= T + rho`` involves only lattice Laplace noise, so
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
-from mbeacon.privacy import faulty
+from mbeacon.privacy.audit import faulty
 from mbeacon.privacy.noise import discrete_laplace_pmf, discrete_laplace_sf
 from mbeacon.privacy.sparse_vector import (
     BOT,

@@ -32,6 +32,7 @@ from mbeacon.beacon.engine import AnswerEngine
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, OperationError, UnknownTarget
 from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
 from mbeacon.beacon.query import QueryError
+from mbeacon.beacon.sanitisers import sanitiser_of
 
 log = logging.getLogger("mbeacon.api")
 access_log = logging.getLogger("mbeacon.access")
@@ -52,7 +53,7 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
     engine = AnswerEngine(settings, ledger)
     engine.check()
     for dataset in engine.dataset_ids():
-        if settings.policy(dataset).mechanism == "none":
+        if not sanitiser_of(settings.policy(dataset)).spends_budget:
             log.warning(
                 "dataset %s is served UNPROTECTED (mechanism = none): raw answers, no privacy budget. "
                 "Use only for evaluations.",

@@ -11,14 +11,19 @@ The blueprint also installs the CORS hook (:mod:`mbeacon.api.cors`) on the whole
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, request, url_for
+from werkzeug.exceptions import NotFound
 
 from mbeacon import __version__
+from mbeacon.api import schemas
 from mbeacon.api.auth import principal
+from mbeacon.api.bodies import read_json_body
 from mbeacon.api.cors import add_cors_headers
-from mbeacon.api.responses import informational, request_summary, response_meta
+from mbeacon.api.filtering import filtering_terms as terms_of
+from mbeacon.api.responses import informational, informational_meta, request_summary, response_meta
 from mbeacon.api.runtime import runtime
-from mbeacon.beacon.answers import DatasetUnavailable
+from mbeacon.beacon.answers import DatasetUnavailable, Principal
 from mbeacon.beacon.config import TIERS
+from mbeacon.beacon.request_shapes import Listing, parse_listing_args, parse_listing_body
 from mbeacon.beacon.wire import (
     API_VERSION,
     DEFAULT_GRANULARITY,
@@ -38,8 +43,13 @@ def _absolute(endpoint: str, **values) -> str:
     return url_for(endpoint, _external=True, **values)
 
 
+#: The JSON Schemas of what each entry type returns, served at /api/schemas/<name>.json and named by
+#: /entry_types as the entry type's default schema (a schema of results, as clients validate them).
+RESULT_SCHEMAS = {ENTRY_TYPE: schemas.ResultSet, "dataset": schemas.Dataset}
+
+
 def _entry_types() -> dict:
-    schema_url = request.url_root.rstrip("/") + "/api/openapi.json#/components/schemas/RequestParameters"
+    schema_url = _absolute("framework.result_schema", name=ENTRY_TYPE)
     return {
         ENTRY_TYPE: {
             "id": ENTRY_TYPE,
@@ -49,10 +59,10 @@ def _entry_types() -> dict:
                 "[minValue, maxValue]? The probe is named by probeId, or a region (referenceName, start, "
                 "end) or a gene (geneId) names the probes the dataset's annotation places there, each "
                 "answered and charged as one query. Answers are sanitised by SVT² against a public "
-                "prior. A result "
-                "set's `exists` is the answer; its `resultsCount` is the number of records in "
-                "`results`, always 0 (no records are returned), except at count granularity, where it "
-                "is the noisy count of patients in the range."
+                "prior. A result set's `exists` is the answer; no records are returned. Its "
+                "`resultsCount` is the number of patients in the range as the answer tells it, marked "
+                "`countPrecision: imprecise`: the noisy count at count granularity, else the "
+                "dataset's public threshold T for a yes (at least T) and 0 for a no."
             ),
             "partOfSpecification": "MBeacon methylation extension v1.0.0 (on Beacon v2)",
             "ontologyTermForThisType": METHYLATION_TERM,
@@ -73,7 +83,7 @@ def _entry_types() -> dict:
             "defaultSchema": {
                 "id": "beacon-v2-default-model-dataset",
                 "name": "Default schema for datasets",
-                "referenceToSchemaDefinition": "https://github.com/ga4gh-beacon/beacon-v2/tree/main/models",
+                "referenceToSchemaDefinition": _absolute("framework.result_schema", name="dataset"),
                 "schemaVersion": "v2.0.0",
             },
             "aCollectionOf": [{"id": ENTRY_TYPE, "name": "DNA methylation range query"}],
@@ -146,7 +156,6 @@ def beacon_map():
                     "entryType": ENTRY_TYPE,
                     "rootUrl": _absolute("methylation.methylation_get"),
                     "openAPIEndpointsDefinition": _absolute("docs.openapi"),
-                    "endpoints": _query_forms(_absolute("methylation.methylation_get")),
                 },
                 "dataset": {
                     "entryType": "dataset",
@@ -164,31 +173,59 @@ def beacon_map():
     )
 
 
-def _query_forms(root: str) -> dict:
-    """The three ways to name the CpGs of a methylation query, as URI templates of the GET route."""
-    common = "minValue,maxValue,datasetIds"
-    forms = {
-        "byProbe": f"probeId,{common}",
-        "byRegion": f"referenceName,start,end,assemblyId,{common}",
-        "byGene": f"geneId,assemblyId,{common}",
-    }
-    return {
-        name: {"returnedEntryType": ENTRY_TYPE, "url": f"{root}{{?{names}}}"} for name, names in forms.items()
-    }
-
-
 @bp.get("/entry_types")
 def entry_types():
     return informational({"entryTypes": _entry_types()})
 
 
-@bp.get("/filtering_terms")
+@bp.get("/schemas/<name>.json")
+def result_schema(name: str):
+    """The JSON Schema (draft 2020-12) of what entry type ``name`` returns."""
+    model = RESULT_SCHEMAS.get(name)
+    if model is None:
+        raise NotFound(f"no schema {name[:40]!r}; schemas: {', '.join(RESULT_SCHEMAS)}")
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **model.model_json_schema()}
+    return jsonify(document)
+
+
+def _listing() -> Listing:
+    """The listing request, GET or POST (an empty POST body lists everything)."""
+    if request.method == "POST":
+        return parse_listing_body(read_json_body("the Beacon request body", empty={}))
+    return parse_listing_args(request.args)
+
+
+def _listed(caller: Principal, listing: Listing) -> list[str]:
+    """The datasets a listing covers: those it names (each one the caller may see), else all visible."""
+    visible = runtime().engine.visible(caller)
+    for dataset in listing.datasets or ():
+        if dataset not in visible:
+            raise DatasetUnavailable(f"dataset {dataset[:70]!r} does not exist or is not available to you")
+    return list(listing.datasets) if listing.datasets is not None else visible
+
+
+def _summary(listing: Listing) -> dict:
+    return request_summary(
+        "record", api_version=listing.api_version, skip=listing.skip, limit=listing.limit,
+        schemas=listing.schemas, test_mode=listing.test_mode,
+    )  # fmt: skip
+
+
+@bp.route("/filtering_terms", methods=["GET", "POST"])
 def filtering_terms():
-    # Methylation queries take no filters; an empty list says so explicitly, and a request with filters
-    # (GET `filters`, POST `query.filters`) is refused with a 400 that names them. Genes are not
-    # filtering terms: a gene names the CpGs asked about (the `geneId` request parameter, as Beacon v2's
-    # genomic queries take it), it does not filter records (see docs/service.md).
-    return informational({"filteringTerms": [], "resources": []})
+    """What a researcher can ask by (attributes, platforms, genes of the datasets the caller may see),
+    paged by ``skip``/``limit``. Queries still take no filters: a request with filters is refused with
+    a 400 that names them (see :mod:`mbeacon.api.filtering`)."""
+    caller = principal(for_query=False)
+    listing = _listing()
+    terms = terms_of(_listed(caller, listing))
+    return jsonify(
+        {
+            "meta": {**informational_meta(), "receivedRequestSummary": _summary(listing)},
+            "response": {"filteringTerms": listing.page(terms), "resources": []},
+            "info": {"numTotalResults": len(terms)},
+        }
+    )
 
 
 def dataset_policy_public(dataset: str) -> dict:
@@ -199,6 +236,7 @@ def dataset_policy_public(dataset: str) -> dict:
         "scope": policy.scope,
         "onExhausted": policy.on_exhausted,
         "tier": policy.tier,
+        "guarantee": runtime().engine.guarantee(dataset),
     }
 
 
@@ -233,20 +271,27 @@ def _located(dataset: str) -> dict:
     }
 
 
-def _collections(collections: list[dict]):
+_ONE = Listing()
+
+
+def _collections(datasets: list[str], listing: Listing = _ONE):
+    """The ``beaconCollectionsResponse`` of ``datasets``: its page, the whole count, the echoes."""
+    meta = response_meta("record", _summary(listing), [{"entityType": "dataset"}])
     return jsonify(
         {
-            "meta": response_meta("record", request_summary("record"), [{"entityType": "dataset"}]),
-            "responseSummary": {"exists": bool(collections), "numTotalResults": len(collections)},
-            "response": {"collections": collections},
+            "meta": meta,
+            "responseSummary": {"exists": bool(datasets), "numTotalResults": len(datasets)},
+            "response": {"collections": [_collection(dataset) for dataset in listing.page(datasets)]},
         }
     )
 
 
-@bp.get("/datasets")
+@bp.route("/datasets", methods=["GET", "POST"])
 def datasets():
+    """The datasets the caller may see (or those the request names), paged by ``skip``/``limit``."""
     caller = principal(for_query=False)
-    return _collections([_collection(dataset) for dataset in runtime().engine.visible(caller)])
+    listing = _listing()
+    return _collections(_listed(caller, listing), listing)
 
 
 @bp.get("/datasets/<dataset>")
@@ -255,4 +300,4 @@ def dataset(dataset: str):
     caller = principal(for_query=False)
     if dataset not in runtime().engine.visible(caller):
         raise DatasetUnavailable(f"dataset {dataset[:70]!r} does not exist or is not available to you")
-    return _collections([_collection(dataset)])
+    return _collections([dataset])

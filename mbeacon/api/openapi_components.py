@@ -83,12 +83,20 @@ def _generated() -> dict[str, dict]:
 def component_schemas(max_batch: int) -> dict[str, dict]:
     """Every schema component, for a service that answers batches of up to ``max_batch`` queries."""
     found = copy.deepcopy(_generated())
+    ids = found["RequestParameters"]["properties"]["datasetIds"]["anyOf"][0]
+    found["RequestParameters"]["properties"]["datasets"] = {
+        "oneOf": [ids, {"type": "object", "properties": {"datasetIds": ids}, "required": ["datasetIds"],
+                        "additionalProperties": False}],
+        "description": "The datasets to ask, as other Beacon implementations spell them (a list of ids, "
+        "or `{datasetIds: [...]}`); with datasetIds or `query.datasets`, all must name the same datasets.",
+    }  # fmt: skip
     found["BeaconQuery"]["properties"]["requestParameters"] = {
         "oneOf": [
             ref("RequestParameters"),
             {"type": "array", "items": ref("RequestParameters"), "minItems": 1, "maxItems": max_batch},
         ],
-        "description": f"One query, or a batch of 1 to {max_batch} queries answered in order.",
+        "description": f"One query, or a batch of 1 to {max_batch} queries answered in order. Left "
+        "out (or naming only datasetIds): an unfiltered request, answered from public metadata.",
     }
     return found
 
@@ -102,16 +110,25 @@ def _query_string_fields() -> dict[str, dict]:
     filters = {
         "type": "string",
         "maxLength": 0,
-        "description": "Beacon filters, comma-separated: none exist for methylation queries (see "
-        "/filtering_terms), so only an empty value is accepted.",
+        "description": "Beacon filters, comma-separated: methylation queries take none (see "
+        "/filtering_terms for what can be asked), so only an empty value is accepted.",
     }
+    datasets = {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Same as datasetIds (the "
+        "spelling other Beacon implementations send); both given must name the same datasets.",
+    }
+    schema = {"type": "string", "description": "A schema name, echoed in `requestedSchemas`."}
     return {
         **request,
+        "datasets": datasets,
         **options,
         "testMode": test_mode["properties"]["testMode"],
         **pages,
         "filters": filters,
-    }
+        "requestedSchema": schema,
+    }  # fmt: skip
 
 
 def query_string_parameters(prose: dict[str, str]) -> list[dict]:

@@ -20,21 +20,60 @@ def _framework_paths(rate: dict) -> dict:
     def info(operation_id: str, summary: str, schema: str) -> dict:
         return {"get": operation(operation_id, "framework", summary, {"200": ok(summary, schema), **rate})}
 
-    datasets = operation(
+    listing = [
+        query("skip", {"type": "integer", "minimum": 0, "default": 0}, "Pages to skip."),
+        query("limit", {"type": "integer", "minimum": 0, "default": 10}, "Page size (0: all)."),
+        query("datasetIds", {"type": "array", "items": {"type": "string"}}, "Only these datasets."),
+        query("datasets", {"type": "array", "items": {"type": "string"}}, "Same as datasetIds."),
+        query("testMode", {"type": "boolean"}, "Beacon testMode flag (echoed)."),
+        query("requestedSchema", {"type": "string"}, "A schema name (echoed in requestedSchemas)."),
+        query("apiVersion", {"type": "string"}, "Beacon API version (echoed)."),
+        query("filters", {"type": "string", "maxLength": 0}, "Beacon filters: none are taken."),
+    ]
+    listing_body = json_body(
+        "BeaconRequestBody",
+        "A Beacon request body: `query.pagination`, `meta.requestedSchemas`, `query.testMode` and the "
+        "datasets to list (`requestParameters.datasetIds`, `requestParameters.datasets`, "
+        "`query.datasets.datasetIds`) are read; no other request parameter is taken (400).",
+        required=False,
+    )
+    listing_errors = {
+        **errors({400: None, 401: "The Authorization header is malformed or the key is invalid or revoked.",
+                  403: "A named dataset does not exist or is not available to the caller's tier."}),
+        **rate,
+        **errors({503: "The privacy ledger is unavailable (only when a key is sent)."}),
+    }  # fmt: skip
+
+    def listed(operation_id: str, summary: str, schema: str, description: str) -> dict:
+        page = {"200": ok(summary, schema), **listing_errors}
+        get = operation(operation_id, "framework", summary, page, description=description,
+                        security=[{}, *BEARER], parameters=listing)  # fmt: skip
+        post = operation(operation_id + "Post", "framework", summary, {**page, **errors({413: None})},
+                         description=description, security=[{}, *BEARER], body=listing_body)  # fmt: skip
+        return {"get": get, "post": post}
+
+    datasets = listed(
         "listDatasets",
-        "framework",
         "The datasets the caller may query, with their published privacy parameters",
-        {
-            "200": ok(
-                "Datasets visible to the caller's tier (anonymous callers: PUBLIC).", "DatasetsResponse"
-            ),
-            **errors({401: "The Authorization header is malformed or the key is invalid or revoked."}),
-            **rate,
-            **errors({503: "The privacy ledger is unavailable (only when a key is sent)."}),
-        },
-        description="No key needed; with a researcher key the datasets of the caller's tier are listed "
-        "too. An admin key counts as anonymous here.",
-        security=[{}, *BEARER],
+        "DatasetsResponse",
+        "No key needed; with a researcher key the datasets of the caller's tier are listed too. An admin "
+        "key counts as anonymous here. Paged by skip/limit (pages of `limit`); `numTotalResults` counts "
+        "every dataset listed.",
+    )
+    terms = listed(
+        "getFilteringTerms",
+        "What a researcher can ask by: dataset attributes, probe platforms and genes",
+        "FilteringTermsResponse",
+        "Of the datasets the caller may see. Queries take no Beacon filters (refused, named); these terms "
+        "say what the request parameters (`geneId`) and the datasets' attributes can be. Paged by "
+        "skip/limit; `info.numTotalResults` counts every term.",
+    )
+    schema_doc = operation(
+        "getResultSchema",
+        "framework",
+        "The JSON Schema of what an entry type returns (named by /entry_types)",
+        {"200": ok("A JSON Schema (draft 2020-12).", {"type": "object"}), **errors({404: None}), **rate},
+        parameters=[path("name", "The entry type: methylation or dataset.")],
     )
     one = operation(
         "getDataset",
@@ -63,8 +102,9 @@ def _framework_paths(rate: dict) -> dict:
         "/configuration": info("getConfiguration", "Beacon configuration", "ConfigurationResponse"),
         "/map": info("getMap", "Beacon map of endpoints", "MapResponse"),
         "/entry_types": info("getEntryTypes", "Entry types", "EntryTypesResponse"),
-        "/filtering_terms": info("getFilteringTerms", "Filtering terms (none)", "FilteringTermsResponse"),
-        "/datasets": {"get": datasets},
+        "/filtering_terms": terms,
+        "/schemas/{name}.json": {"get": schema_doc},
+        "/datasets": datasets,
         "/datasets/{dataset}": {"get": one},
     }
 
@@ -90,10 +130,12 @@ _ANSWERS = (
     "An identical query asked again returns the identical cached answer for free (`cached: true`). "
     "When the positives are spent, a dataset with `onExhausted = refuse` refuses (429, or "
     "`answeredFrom: refused` for the rest of a batch that ran out part-way), one with `prior` answers "
-    "from the prior. A result set's `exists` is the answer; its `resultsCount` is 0 (no records are "
-    "returned) except at count granularity, where it is the noisy count. Filters are refused (there are "
-    "no filtering terms); `skip`/`limit` are validated and echoed in `receivedRequestSummary` with the "
-    "filters and the queries as answered."
+    "from the prior. A result set's `exists` is the answer (no records are returned); its "
+    "`resultsCount`, marked `countPrecision: imprecise`, is the noisy count at count granularity, else "
+    "the dataset's public threshold T for a yes and 0 for a no. Filters are refused (see "
+    "/filtering_terms for what can be asked); `skip`/`limit`, `testMode` and `requestedSchemas` are "
+    "echoed in `receivedRequestSummary` with the filters and the queries as answered. A request that "
+    "names no query is answered from public metadata (each dataset's size), free."
 )
 
 

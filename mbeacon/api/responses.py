@@ -25,6 +25,8 @@ from mbeacon.beacon.wire import (
 )
 
 METHYLATION_SCHEMA = {"entityType": ENTRY_TYPE, "schema": METHYLATION_SCHEMA_ID}
+IMPRECISE, EXACT = "imprecise", "exact"
+"""Beacon v2.2 ``countPrecision``: a noisy count (or an answer's meaning) / a public exact count."""
 
 
 def beacon_id() -> str:
@@ -43,15 +45,18 @@ def request_summary(
     skip: int = DEFAULT_SKIP,
     limit: int = DEFAULT_LIMIT,
     parameters: dict | None = None,
+    schemas: list[dict] | tuple[dict, ...] = (),
+    test_mode: bool = False,
 ) -> dict:
     """Beacon `receivedRequestSummary`: the request as the beacon understood it.
 
     ``filters`` is always the empty list: a request with filters is refused, so every request
-    answered had none. ``parameters`` is the ``requestParameters`` echo (:func:`echo_parameters`).
+    answered had none. ``parameters`` is the ``requestParameters`` echo (:func:`echo_parameters`);
+    ``schemas`` the ``requestedSchemas`` and ``test_mode`` the ``testMode`` of the request.
     """
     summary: dict[str, Any] = {
         "apiVersion": api_version,
-        "requestedSchemas": [],
+        "requestedSchemas": list(schemas),
         "filters": [],
         "pagination": {"skip": skip, "limit": limit},
         "requestedGranularity": granularity,
@@ -60,6 +65,8 @@ def request_summary(
         summary["includeResultsetResponses"] = include
     if parameters is not None:
         summary["requestParameters"] = parameters
+    if test_mode:
+        summary["testMode"] = True
     return summary
 
 
@@ -85,11 +92,15 @@ def echo_parameters(request: ParsedRequest) -> dict:
 
 
 def response_meta(returned_granularity: str, summary: dict, schemas: list[dict] | None = None) -> dict:
-    return {
+    """Beacon ``beaconResponseMeta``; ``testMode`` is set when the request was a test-mode one."""
+    meta = {
         **informational_meta(schemas),
         "returnedGranularity": returned_granularity,
         "receivedRequestSummary": summary,
     }
+    if summary.get("testMode"):
+        meta["testMode"] = True
+    return meta
 
 
 def informational(response: dict, *, status: int = 200, schemas: list[dict] | None = None) -> Response:
@@ -122,8 +133,14 @@ def _keep(exists: bool, answered_from: str, include: str) -> bool:
     return exists if include == "HIT" else not exists
 
 
-def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
-    """A ``beaconResultsetsResponse``: one result set per (query, dataset), with its provenance."""
+def methylation_response(request: ParsedRequest, result: AnswerSet, thresholds: dict[str, int]) -> dict:
+    """A ``beaconResultsetsResponse``: one result set per (query, dataset), with its provenance.
+
+    Every ``resultsCount`` is marked ``countPrecision: imprecise`` (Beacon v2.2): a count is noisy, and
+    a yes/no answer claims a count only as its meaning, "at least T patients" (``resultsCount`` T, the
+    dataset's public threshold ``thresholds[dataset]``) or "fewer" (0), never a record count of 0 for a
+    yes.
+    """
     include, queries, batch = request.include, request.queries, request.batch
     # Each result set is a copy of its dataset's template, keys already in their order, with its own
     # values set: copying a dict is cheaper than building it key by key, and a batch lists up to
@@ -132,7 +149,8 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
     for dataset, budget in result.budgets.items():
         info = dict.fromkeys(("answeredFrom", "cached", "probeId", "range"))
         info.update(budget)
-        outer = {"id": dataset, "setType": "dataset", "exists": None, "resultsCount": 0, "results": None}
+        outer = {"id": dataset, "setType": "dataset", "exists": None, "resultsCount": 0,
+                 "countPrecision": IMPRECISE, "results": None}  # fmt: skip
         templates[dataset] = (outer, info)
     result_sets = []
     append = result_sets.append
@@ -154,6 +172,8 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
         result_set["exists"] = answer.exists
         if answer.count is not None:
             result_set["resultsCount"] = answer.count
+        elif answer.exists:
+            result_set["resultsCount"] = thresholds[answer.dataset]
         result_set["results"] = []
         result_set["info"] = info
         append(result_set)
@@ -162,8 +182,11 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
     # be counted once per probe), so those give none, as a batch gives none
     answers = result.answers
     one_each = len({a.dataset for a in answers}) == len(answers)
-    if result.granularity == "count" and not request.batch and one_each:
-        summary["numTotalResults"] = sum(a.count or 0 for a in answers)
+    if not request.batch and one_each and answers:
+        summary["numTotalResults"] = sum(
+            a.count if a.count is not None else thresholds[a.dataset] if a.exists else 0 for a in answers
+        )
+        summary["countPrecision"] = IMPRECISE
     return {
         "meta": response_meta(
             result.granularity,
@@ -174,10 +197,45 @@ def methylation_response(request: ParsedRequest, result: AnswerSet) -> dict:
                 skip=request.skip,
                 limit=request.limit,
                 parameters=echo_parameters(request),
+                schemas=request.requested_schemas,
+                test_mode=request.test_mode,
             ),
             [METHYLATION_SCHEMA],
         ),
         "responseSummary": summary,
         "response": {"resultSets": result_sets},
         "info": {"budgets": result.budgets, "refused": result.refused, "queries": len(request.queries)},
+    }
+
+
+def unfiltered_response(request: ParsedRequest, patients: dict[str, int]) -> dict:
+    """The answer to a request that names nothing to ask (the framework's minimal request body): a
+    result set per dataset it names (or the caller may query), ``exists`` when the dataset holds
+    patients, its public cohort size as an exact count. From metadata: no budget is read or spent."""
+    result_sets = [
+        {"id": dataset, "setType": "dataset", "exists": n > 0, "resultsCount": n, "countPrecision": EXACT,
+         "results": []}
+        for dataset, n in patients.items()
+        if _keep(n > 0, "prior", request.include)
+    ]  # fmt: skip
+    summary = request_summary(request.granularity, request.include, request.api_version, skip=request.skip,
+                              limit=request.limit, schemas=request.requested_schemas,
+                              test_mode=request.test_mode)  # fmt: skip
+    returned = "boolean" if request.granularity == "boolean" else "count"
+    return {
+        "meta": response_meta(returned, summary, [METHYLATION_SCHEMA]),
+        "responseSummary": {
+            "exists": any(n > 0 for n in patients.values()),
+            "numTotalResults": sum(patients.values()),
+            "countPrecision": EXACT,
+        },
+        "response": {"resultSets": result_sets},
+        "info": {
+            "budgets": {},
+            "refused": 0,
+            "queries": 0,
+            "unfiltered": True,
+            "message": "no query was named: this lists the datasets and their sizes; name a probeId, "
+            "a region (referenceName, start, end) or a geneId to ask about methylation",
+        },
     }

@@ -4,7 +4,7 @@ generated from, and what the tests validate the responses against.
 The responses themselves are built as plain dicts (:mod:`mbeacon.api.responses`, the blueprints): that
 is the hot path of every answer, and a model instance per result set would cost more than the answer.
 The models state the shapes once; bounds, patterns and literals come from :mod:`mbeacon.beacon.wire`,
-the policy's choices from :class:`~mbeacon.beacon.config.DatasetPolicy`. A model's docstring is its
+the policy's choices from :mod:`mbeacon.beacon.sanitisers`. A model's docstring is its
 description in the document. Envelopes that follow a Beacon v2 framework schema link to it
 (``externalDocs``); the framework's schemas are not referenced with ``$ref`` because they live on
 another host, and a document whose references need the network would not load offline.
@@ -15,45 +15,49 @@ another host, and a document whose references need the network would not load of
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.json_schema import SkipJsonSchema
 
-from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
+from mbeacon.api.schemas_privacy import (  # noqa: F401 - re-exported: the API's models in one namespace
+    AccountParameters,
+    BestAttack,
+    Budget,
+    BudgetDetail,
+    CallerBudgets,
+    CohortBudget,
+    DatasetPrivacy,
+    ExhaustedBudget,
+    Guarantee,
+)
+from mbeacon.api.schemas_types import (  # noqa: F401 - re-exported
+    AtLeastOne,
+    Beta,
+    Count,
+    Environment,
+    Epsilon,
+    Maybe,
+    Mechanism,
+    OnExhausted,
+    ProductionStatus,
+    Scope,
+    Spent,
+    Uri,
+    Variant,
+)
+from mbeacon.beacon.config import Tier
 from mbeacon.beacon.wire import (
     API_VERSION,
-    BETA_MAX,
-    BETA_MIN,
     BUDGET_FIELDS,
     DATASET_PATTERN,
     ENTRY_TYPE,
     FRAMEWORK_SCHEMAS,
     MAX_LIMIT,
     MAX_SKIP,
-    PRODUCTION_STATUS,
     AnswerSource,
     Granularity,
     IncludeResultsets,
 )
-
-T = TypeVar("T")
-Maybe = T | SkipJsonSchema[None]
-"""A field a response may leave out (but never sends as null)."""
-
-Count = Annotated[int, Field(ge=0)]
-AtLeastOne = Annotated[int, Field(ge=1)]
-Epsilon = Annotated[float, Field(gt=0)]
-Spent = Annotated[float, Field(ge=0)]
-Beta = Annotated[float, Field(ge=BETA_MIN, le=BETA_MAX)]
-Uri = Annotated[str, Field(json_schema_extra={"format": "uri"})]
-
-Mechanism = DatasetPolicy.model_fields["mechanism"].annotation
-Variant = DatasetPolicy.model_fields["variant"].annotation
-Scope = DatasetPolicy.model_fields["scope"].annotation
-OnExhausted = DatasetPolicy.model_fields["on_exhausted"].annotation
-Environment = ServiceConfig.model_fields["environment"].annotation
-ProductionStatus = Literal[tuple(dict.fromkeys(PRODUCTION_STATUS.values()))]  # type: ignore[valid-type]
 
 
 def framework(name: str, what: str) -> ConfigDict:
@@ -134,6 +138,7 @@ class ReceivedRequestSummary(BaseModel):
     requestParameters: Maybe[EchoedParameters] = Field(
         None, description="The queries as answered (methylation answers only)."
     )
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class ResponseMeta(InformationalMeta):
@@ -143,26 +148,12 @@ class ResponseMeta(InformationalMeta):
 
     returnedGranularity: Granularity = Field(description="May be coarser than the requested one.")
     receivedRequestSummary: ReceivedRequestSummary
-
-
-class Budget(BaseModel):
-    """A budget holder's privacy budget on one dataset."""
-
-    positivesUsed: Count = Field(description="Answers taken from the data so far (SVT² positives).")
-    positivesTotal: AtLeastOne = Field(description="c: the number of answers the data may give in all.")
-    epsilonSpent: Spent = Field(description="Privacy loss spent so far.")
-    epsilonTotal: Epsilon = Field(description="The whole privacy budget (epsilon).")
+    testMode: Maybe[Literal[True]] = Field(None, description="Present when the request was in test mode.")
 
 
 class BeaconError(BaseModel):
     errorCode: int = Field(ge=400, le=599, description="The HTTP status code.")
     errorMessage: str = Field(description="What went wrong; safe to show anyone.")
-
-
-class ExhaustedBudget(Budget):
-    """Only with 429 for an exhausted privacy budget: the dataset and its budget."""
-
-    dataset: str = Field(description="The dataset whose budget is exhausted.")
 
 
 class BeaconErrorResponse(BaseModel):
@@ -328,64 +319,42 @@ class EntryTypesResponse(Informational):
     response: EntryTypes
 
 
-class FilteringTerms(BaseModel):
-    """Always empty: methylation queries take no ontology filters."""
+class FilteringTerm(BaseModel):
+    """What a researcher can ask by: a dataset attribute (with its values), a probe platform
+    (`platform:GPL13534`) or a gene (`geneId:BRCA1`, the `geneId` request parameter)."""
 
-    filteringTerms: list[dict] = Field(max_length=0)
+    type: Literal["alphanumeric", "custom"]
+    id: str
+    label: str
+    scopes: list[str]
+    values: Maybe[list[str]] = Field(None, min_length=1)
+
+
+class FilteringTerms(BaseModel):
+    """The page of terms asked for (queries take no Beacon filters: they are refused, named)."""
+
+    filteringTerms: list[FilteringTerm]
     resources: list[dict] = Field(max_length=0)
 
 
-class FilteringTermsResponse(Informational):
+class ListingMeta(InformationalMeta):
+    """Informational meta with the request as understood (its page)."""
+
+    receivedRequestSummary: ReceivedRequestSummary
+
+
+class ListingInfo(BaseModel):
+    numTotalResults: Count = Field(description="Terms in all, over every page.")
+
+
+class FilteringTermsResponse(BaseModel):
     """Beacon `beaconFilteringTermsResponse`."""
 
     model_config = framework("responses/beaconFilteringTermsResponse.json", "beaconFilteringTermsResponse")
 
+    meta: ListingMeta
     response: FilteringTerms
-
-
-class AccountParameters(BaseModel):
-    """The public SVT² parameters of a budget account (frozen when it opened)."""
-
-    mechanism: Mechanism = Field(
-        description="`svt2`, `svt2-margin` (SVT² with decision margins), `svt2-noisy` (a TOP answered "
-        "by a noisy count), `online-pmw` (Online Private Multiplicative Weights started at the prior), "
-        "or `none`: unprotected raw answers (evaluations only)."
-    )
-    epsilon: Epsilon = Field(description="The whole privacy budget of a budget holder.")
-    epsilon1: Spent = Field(description="Epsilon of the noisy threshold pair.")
-    epsilon2: Spent = Field(description="Epsilon of the query noise.")
-    countEpsilon: Spent = Field(description="Part of epsilon spent on noisy counts (0: no counts).")
-    c: AtLeastOne = Field(description="Positives: how many answers the data may give per budget holder.")
-    threshold: AtLeastOne = Field(
-        description="T: a dataset answers yes when at least T patients are in the range."
-    )
-    variant: Variant
-    sensitivity: float = Field(
-        1.0,
-        ge=1,
-        description="How much one patient can move a count: the dataset's contribution bound "
-        "(the most samples of one patient it counts) when the account opened.",
-    )
-    marginAbove: float = Field(
-        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients above T a TOP needs (0: SVT²'s test)."
-    )
-    marginBelow: float = Field(
-        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
-    )
-    epsilon3: Spent = Field(
-        0.0, description="`svt2-noisy`, `online-pmw`: epsilon of the noisy counts that answer TOPs."
-    )
-    margin: float = Field(
-        0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
-    )
-
-
-class DatasetPrivacy(AccountParameters):
-    """The published protection of a dataset (never its noisy thresholds)."""
-
-    scope: Scope = Field(description="Who shares one budget.")
-    onExhausted: OnExhausted = Field(description="What happens once the c positives are spent.")
-    tier: Tier = Field(description="The tier a caller needs to see and query the dataset.")
+    info: ListingInfo
 
 
 class ContributionBound(BaseModel):
@@ -494,19 +463,23 @@ class ResultSet(BaseModel):
     setType: Literal["dataset"]
     exists: bool
     resultsCount: Count = Field(
-        description="The number of records in `results`: always 0 (no records are returned), so not a "
-        "count of patients; `exists` is the answer. Only with `count` granularity (see "
-        "`returnedGranularity`) is it a count: the noisy number of patients in the range."
+        description="Patients in the range, as the answer tells it (no records are returned): with "
+        "`count` granularity the noisy count; otherwise the answer's meaning, the dataset's threshold T "
+        "for a yes (at least T) and 0 for a no. An unfiltered request's: the cohort size."
+    )
+    countPrecision: Literal["exact", "imprecise"] = Field(
+        description="Beacon v2.2: `imprecise` for every answer (noisy), `exact` for a public cohort size."
     )
     results: list[dict] = Field(max_length=0)
-    info: ResultSetInfo
+    info: Maybe[ResultSetInfo] = Field(None, description="Absent only in an unfiltered request's answer.")
 
 
 class ResponseSummary(BaseModel):
     exists: bool = Field(description="Whether any (query, dataset) pair was answered yes.")
     numTotalResults: Maybe[Count] = Field(
-        None, description="Sum of counts (count granularity, single query)."
+        None, description="Sum of the result sets' counts (a single query, one result set per dataset)."
     )
+    countPrecision: Maybe[Literal["exact", "imprecise"]] = Field(None, description="Of numTotalResults.")
 
 
 class ResultSets(BaseModel):
@@ -516,7 +489,9 @@ class ResultSets(BaseModel):
 class AnswersInfo(BaseModel):
     budgets: dict[str, Budget | TestModeBudget]
     refused: Count = Field(description="Pairs refused because the budget is exhausted.")
-    queries: AtLeastOne = Field(description="Number of queries in the request.")
+    queries: Count = Field(description="Number of queries in the request (0: an unfiltered request).")
+    unfiltered: Maybe[Literal[True]] = Field(None, description="The request named nothing to ask.")
+    message: Maybe[str] = Field(None, description="What an unfiltered answer is, and how to ask.")
 
 
 class MethylationResponse(BaseModel):
@@ -529,39 +504,6 @@ class MethylationResponse(BaseModel):
     responseSummary: ResponseSummary
     response: ResultSets
     info: AnswersInfo
-
-
-class BudgetDetail(Budget):
-    budgetHolder: str = Field(description="`user:NAME`, `group:NAME`, `global` or `anonymous`.")
-    scope: Scope
-    onExhausted: OnExhausted
-    mechanism: Mechanism
-    epsilon1: Spent
-    epsilon2: Spent
-    countEpsilon: Spent
-    threshold: AtLeastOne
-    variant: Variant
-    sensitivity: float = Field(
-        1.0, ge=1, description="The dataset's contribution bound this account's noise was drawn for."
-    )
-    marginAbove: float = Field(
-        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients above T a TOP needs (0: SVT²'s test)."
-    )
-    marginBelow: float = Field(
-        0.0, ge=0, description="`svt2-margin`/`svt2-noisy`: patients below T a TOP needs (0: SVT²'s test)."
-    )
-    epsilon3: Spent = Field(
-        0.0, description="`svt2-noisy`, `online-pmw`: epsilon of the noisy counts that answer TOPs."
-    )
-    margin: float = Field(
-        0.0, ge=0, description="`online-pmw`: patients of disagreement with the synthetic answer a TOP needs."
-    )
-
-
-class CallerBudgets(BaseModel):
-    user: str = Field(description="The caller (`anonymous` without a key).")
-    tier: Tier
-    budgets: dict[str, BudgetDetail]
 
 
 class BudgetResponse(Informational):

@@ -47,10 +47,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
+from mbeacon.beacon.sanitisers import account_params, sanitiser_of
+from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.privacy.noise import (
     RNGLike,
     as_source,
@@ -88,6 +90,15 @@ FLAG_OBSERVED = ("svt2-single", "svt2-redraw", "svt2-margin")
 FULL_OBSERVED = ("svt2-noisy", "online-pmw")
 #: Defences that keep per-account state between queries (a secret threshold, positives spent).
 STATEFUL = ("svt2-single", "svt2-redraw", "svt2-margin", "svt2-noisy", "online-pmw")
+
+#: The served mechanism and variant of each defence the service runs (the rest are evaluation baselines).
+SERVED: dict[str, tuple[str, str]] = {
+    "svt2-single": ("svt2", "single"),
+    "svt2-redraw": ("svt2", "redraw"),
+    "svt2-margin": ("svt2-margin", "single"),
+    "svt2-noisy": ("svt2-noisy", "single"),
+    "online-pmw": ("online-pmw", "single"),
+}
 
 #: ``flip`` only touches rare "yes" answers (count below this), the ones that identify a person.
 FLIP_BELOW = 5
@@ -140,30 +151,43 @@ class Defence:
         """Whether the observation is SVT²'s flag (turned into the answer through the prior)."""
         return self.name in FLAG_OBSERVED
 
-    @property
+    def served_policy(self) -> PolicyBase:
+        """The dataset policy that serves this defence (the service's sanitisers only): the service's
+        own policy model, so the evaluation's parameters are the ones an account would be opened with."""
+        mechanism, variant = SERVED[self.name]
+        keys: dict = {"mechanism": mechanism, "epsilon": self.epsilon, "c": self.c,
+                      "threshold": self.threshold, "variant": variant}  # fmt: skip
+        fields = sanitiser_of(mechanism).policy_model.model_fields
+        if "margin" in fields:
+            keys["margin"] = float(self.margin or 0.0)
+        if "margin_above" in fields:
+            keys["margin_above"] = keys["margin_below"] = float(self.margin or 0.0)
+        if "release_share" in fields:
+            keys["release_share"] = self.release_share
+        # built without the service's operational bounds (epsilon <= 100, ...): the evaluation also
+        # measures settings no operator would serve; __post_init__ has checked what the split needs
+        return sanitiser_of(mechanism).policy_model.model_construct(**keys)
+
+    def _mechanism_params(self, n: int | None = None) -> object:
+        policy = self.served_policy()
+        return sanitiser_of(policy).mechanism_params(account_params(policy), n=n)
+
+    @cached_property
     def svt2_params(self) -> SVT2Params:
         assert self.is_svt2 and self.epsilon is not None and self.c is not None
-        c, t, margin = int(self.c), self.threshold, float(self.margin or 0.0)
-        if self.name == "svt2-margin":
-            return SVT2MarginParams.from_epsilon(self.epsilon, c, t, margin_above=margin, margin_below=margin)
-        if self.name == "svt2-noisy":
-            share = 1 / 3 if self.release_share is None else self.release_share
-            return SVT2NoisyParams.from_epsilon(
-                self.epsilon, c, t, release_share=share, margin_above=margin, margin_below=margin
-            )
-        redraw = self.name == "svt2-redraw"
-        return SVT2Params.from_epsilon(self.epsilon, c, t, redraw=redraw)
+        params = self._mechanism_params()
+        assert isinstance(params, SVT2Params)
+        return params
 
-    @property
+    @cached_property
     def pmw_params(self) -> OnlinePMWParams:
         """``online-pmw``'s parameters; needs the cohort size (:meth:`with_cohort`)."""
         assert self.name == "online-pmw" and self.epsilon is not None and self.c is not None
         if self.n is None:
             raise ValueError("online-pmw needs the cohort size (Defence.with_cohort) before it answers")
-        share = 1 / 3 if self.release_share is None else self.release_share
-        return OnlinePMWParams.from_epsilon(
-            self.epsilon, int(self.c), self.threshold, self.n, release_share=share, margin=self.margin or 0.0
-        )
+        params = self._mechanism_params(self.n)
+        assert isinstance(params, OnlinePMWParams)
+        return params
 
     @property
     def noisy_count_scale(self) -> float:

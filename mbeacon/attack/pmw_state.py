@@ -7,20 +7,21 @@ twice, and after a TOP the mechanism answers nearby ranges from the moved histog
 keeps that state per account, as the service does:
 
 * per (account, probe), the updates made so far: ``(lo, hi, target)`` in value coordinates, ``target``
-  the released count over N clipped into ``[0.5/N, 1 - 0.5/N]`` (as :func:`online_pmw_step` does);
-* a query ``[lo, hi]`` at the probe is answered over the *segments* between the sorted distinct
-  endpoints of the probe's updates, the query's own endpoints, 0 and 1: each segment starts at the
-  public prior's mass of that interval, floored at half a patient (``0.5/N``, so no segment is
-  impossible) and renormalised; the updates, as ranges of segments, move it
-  (:func:`~mbeacon.privacy.online_pmw.synthetic_histogram`), and the synthetic count is N times the
-  mass of the query's segments. The test, the noisy release and the update are
+  the released count over N clipped into ``[0.5/N, 1 - 0.5/N]``
+  (:func:`~mbeacon.privacy.online_pmw.update_target`, as the service does);
+* a query ``[lo, hi]`` at the probe gets the service's own synthetic count
+  (:func:`mbeacon.beacon.sanitisers.online_pmw_state.synthetic_count`: the segments of the probe's
+  updates and the query, each starting at the prior's mass floored at half a patient, a point range
+  a segment of its own). The test, the noisy release and the update are
   :func:`~mbeacon.privacy.online_pmw.online_pmw_step`'s.
 
 Vectorised over accounts: an account with no update at the query's probe (most queries, with a
-margin) is answered from three segments in one array expression; the others one at a time through
-:func:`synthetic_histogram`. The noise is drawn in :func:`online_pmw_step`'s order (the threshold
-first; per query the query noise of every live account, then a release noise per TOP), so one
-account fed one query at a time reproduces it exactly (``tests/test_pmw_state.py``).
+margin) is answered from its three segments (below, inside, above the range) in one array
+expression, the service's rule for a probe without updates; the others one at a time through the
+service's :func:`~mbeacon.beacon.sanitisers.online_pmw_state.synthetic_count`. The noise is drawn
+in :func:`online_pmw_step`'s order (the threshold first; per query the query noise of every live
+account, then a release noise per TOP), so one account fed one query at a time reproduces it
+exactly (``tests/test_pmw_state.py``).
 """
 
 from __future__ import annotations
@@ -29,22 +30,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mbeacon.beacon.sanitisers import online_pmw_state
 from mbeacon.privacy.noise import RNGLike, as_source, lattice_laplace
-from mbeacon.privacy.online_pmw import OnlinePMWParams, synthetic_histogram
+from mbeacon.privacy.online_pmw import OnlinePMWParams, update_target
 from mbeacon.privacy.sparse_vector import BOT, TOP, UNANSWERED
 from mbeacon.privacy.svt2_noisy import NoisyRelease
 
 #: ``probability(rows, lo, hi)``: the public prior's mass of ``[lo, hi]`` at prior rows, vectorised.
 Probability = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
-
-def segment_prior(probability: Probability, row: int, edges: np.ndarray, n: int) -> np.ndarray:
-    """The prior's masses of the segments between sorted distinct ``edges`` (from 0 to 1) at prior
-    ``row``, floored at ``0.5 / n`` and renormalised: a histogram :func:`synthetic_histogram` takes."""
-    rows = np.full(edges.size - 1, row, dtype=np.int64)
-    mass = np.nan_to_num(np.asarray(probability(rows, edges[:-1], edges[1:]), dtype=np.float64))
-    mass = np.maximum(mass, 0.5 / n)
-    return mass / mass.sum()
 
 
 def synthetic_count(
@@ -55,20 +48,14 @@ def synthetic_count(
     hi: float,
     n: int,
 ) -> float:
-    """N times the synthetic mass of ``[lo, hi]`` at prior ``row`` after ``updates`` (in order)."""
-    points = [0.0, 1.0, lo, hi] + [x for u_lo, u_hi, _ in updates for x in (u_lo, u_hi)]
-    edges = np.unique(np.clip(np.asarray(points, dtype=np.float64), 0.0, 1.0))
-    i_lo, i_hi = int(np.searchsorted(edges, lo)), int(np.searchsorted(edges, hi))
-    if edges.size == 2:  # one segment: the whole range (no update can move it) or none of it
-        return float(n) if i_hi > i_lo else 0.0
-    h = synthetic_histogram(
-        segment_prior(probability, row, edges, n),
-        [
-            (int(np.searchsorted(edges, u_lo)), int(np.searchsorted(edges, u_hi)), t)
-            for u_lo, u_hi, t in updates
-        ],
-    )
-    return float(n * h[i_lo:i_hi].sum())
+    """N times the synthetic mass of ``[lo, hi]`` at prior ``row`` after ``updates`` (in order): the
+    service's synthetic count, with the prior's rows as its probes."""
+
+    def mass(probes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return probability(np.asarray(probes).astype(np.int64), starts, ends)
+
+    recorded = [online_pmw_state.PMWUpdate(str(row), u_lo, u_hi, t) for u_lo, u_hi, t in updates]
+    return online_pmw_state.synthetic_count(n, str(row), lo, hi, recorded, mass)
 
 
 class PMWStreams:
@@ -90,10 +77,8 @@ class PMWStreams:
         n = self.params.n
         floor = 0.5 / n
         lo_c, hi_c = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
-        # a range of no width is no segment (its mass is 0, as in :func:`synthetic_count`)
-        inside = np.where(
-            hi_c > lo_c, np.maximum(np.nan_to_num(self.probability(rows, lo_c, hi_c)), floor), 0.0
-        )
+        # a point range is a segment of its own, of no prior mass: floored, as every segment
+        inside = np.maximum(np.nan_to_num(self.probability(rows, lo_c, hi_c)), floor)
         below = np.where(lo_c > 0.0, np.maximum(np.nan_to_num(self.probability(rows, 0.0, lo_c)), floor), 0.0)
         above = np.where(hi_c < 1.0, np.maximum(np.nan_to_num(self.probability(rows, hi_c, 1.0)), floor), 0.0)
         s = n * inside / (below + inside + above)
@@ -134,7 +119,7 @@ class PMWStreams:
             counts[hit] = v
             for j, value in zip(hit, v, strict=True):
                 r = int(runs[j])
-                target = min(max(float(value) / p.n, 0.5 / p.n), 1.0 - 0.5 / p.n)
+                target = update_target(float(value), p.n)
                 self.updates[r].setdefault(int(rows[j]), []).append((float(lo[j]), float(hi[j]), target))
                 self.count[r] += 1
         return NoisyRelease(flags, answers, counts), s

@@ -28,7 +28,7 @@ class Principal:
         return budget_holder(scope, self.name, self.group, self.anonymous)
 
     def may_see(self, policy: DatasetPolicy) -> bool:
-        return TIERS.index(self.tier) >= TIERS.index(policy.tier)  # type: ignore[arg-type]
+        return TIERS.index(self.tier) >= TIERS.index(policy.tier)
 
 
 class DatasetUnavailable(QueryError):

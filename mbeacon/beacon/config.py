@@ -12,114 +12,64 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 
-Tier = Literal["PUBLIC", "REGISTERED", "CONTROLLED"]
-TIERS: tuple[Tier, ...] = ("PUBLIC", "REGISTERED", "CONTROLLED")
+from mbeacon.beacon.sanitisers.policy import MIN_SVT_EPSILON, TIERS, PolicyBase, Tier
+from mbeacon.beacon.sanitisers.registry import SANITISERS, check_keys, mechanism_of
+
+__all__ = [
+    "MIN_SVT_EPSILON",
+    "TIERS",
+    "ConfigError",
+    "DatasetPolicy",
+    "ServiceConfig",
+    "Tier",
+    "dataset_policy",
+    "load_config",
+]
+
 ENV_PREFIX = "MBEACON_"
-#: The least epsilon SVT² may get (``epsilon - count_epsilon``): below it the noise scales overflow the
-#: integer noise sampler (an epsilon of 1e-300 gave garbage thresholds), and answers would be noise.
-MIN_SVT_EPSILON = 1e-6
 #: A web origin as a browser sends it in ``Origin``: scheme, host, optional port, nothing more.
 ORIGIN_PATTERN = r"https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
-
-
-#: The mechanisms whose TOPs release a noisy count paid by ``release_share`` (epsilon3).
-RELEASING = ("svt2-noisy", "online-pmw")
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the source and the field."""
 
 
-class DatasetPolicy(BaseModel):
-    """How one dataset is protected and who may query it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mechanism: Literal["svt2", "svt2-margin", "svt2-noisy", "online-pmw", "none"] = "svt2"
-    allow_unprotected: bool = False
-    epsilon: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
-    c: int = Field(5, ge=1, le=100_000)
-    threshold: int = Field(1, ge=1)
-    variant: Literal["single", "redraw"] = "single"
-    scope: Literal["user", "group", "global"] = "user"
-    on_exhausted: Literal["refuse", "prior"] = "refuse"
-    tier: Tier = "REGISTERED"
-    prior: str | None = None
-    count_epsilon: float = Field(0.0, ge=0, allow_inf_nan=False)
-    #: The most samples of one patient counted (the sensitivity); None: the bound recorded at ingest
-    #: (see mbeacon.beacon.contribution).
-    contribution_bound: int | None = Field(None, ge=1, le=10_000)
-    #: svt2-margin / svt2-noisy: how far above / below T the thresholds of SVT²'s two tests sit (patients).
-    margin_above: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-    margin_below: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-    #: svt2-noisy / online-pmw: the share of epsilon spent on the noisy counts that answer TOPs (epsilon3).
-    release_share: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
-    #: online-pmw: how clearly (patients) the data must disagree with the synthetic answer for a TOP.
-    margin: float = Field(0.0, ge=0, le=1_000_000, allow_inf_nan=False)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> DatasetPolicy:
-        if self.mechanism == "none" and not self.allow_unprotected:
-            raise ValueError(
-                "mechanism 'none' answers from the raw data with no protection; it needs "
-                "allow_unprotected = true (for evaluations only)"
-            )
-        _check_sanitiser_keys(self)
-        if self.count_epsilon >= self.epsilon:
-            raise ValueError("count_epsilon is carved out of epsilon and must be smaller than it")
-        if self.epsilon - self.count_epsilon < MIN_SVT_EPSILON:
-            raise ValueError(
-                f"epsilon - count_epsilon (the SVT² part) must be at least {MIN_SVT_EPSILON:g}, "
-                f"not {self.epsilon - self.count_epsilon:g}"
-            )
-        if self.epsilon * (1 - self.effective_release_share) < MIN_SVT_EPSILON:
-            raise ValueError(
-                f"epsilon * (1 - release_share) (the SVT² part) must be at least {MIN_SVT_EPSILON:g}"
-            )
-        return self
-
-    @property
-    def effective_release_share(self) -> float:
-        """epsilon3 / epsilon: ``release_share`` (default 1/3) with svt2-noisy and online-pmw, else 0."""
-        if self.mechanism not in RELEASING:
-            return 0.0
-        return 1 / 3 if self.release_share is None else self.release_share
+#: How one dataset is protected and who may query it: the policy model of the sanitiser its
+#: ``mechanism`` names (each mechanism's keys validated by its own model; see
+#: :mod:`mbeacon.beacon.sanitisers`). A table that names no mechanism gets the default one.
+if TYPE_CHECKING:
+    DatasetPolicy = PolicyBase
+else:
+    DatasetPolicy = Annotated[
+        Union[tuple(Annotated[s.policy_model, Tag(name)] for name, s in SANITISERS.items())],  # noqa: UP007
+        Discriminator(
+            mechanism_of,
+            custom_error_type="mechanism",
+            custom_error_message="mechanism must be one of " + ", ".join(map(repr, SANITISERS)),
+        ),
+        BeforeValidator(check_keys),
+    ]
+_POLICY: TypeAdapter[PolicyBase] = TypeAdapter(DatasetPolicy)
 
 
-def _check_sanitiser_keys(policy: DatasetPolicy) -> None:
-    """Each sanitiser's keys only with its mechanism: a margin or share the mechanism would ignore is
-    a mistake in the file, not a setting (the operator believes the answers use it)."""
-    margins = policy.margin_above or policy.margin_below
-    if margins and policy.mechanism not in ("svt2-margin", "svt2-noisy"):
-        key = "margin_above" if policy.margin_above else "margin_below"
-        raise ValueError(
-            f"{key} applies to mechanism 'svt2-margin' or 'svt2-noisy', not {policy.mechanism!r}"
-            + (" (online-pmw has one margin: set margin)" if policy.mechanism == "online-pmw" else "")
-        )
-    if policy.margin and policy.mechanism != "online-pmw":
-        raise ValueError(
-            f"margin applies to mechanism 'online-pmw', not {policy.mechanism!r}"
-            + (" (use margin_above and margin_below)" if policy.mechanism in ("svt2-margin", "svt2-noisy")
-               else "")
-        )  # fmt: skip
-    if policy.release_share is not None and policy.mechanism not in RELEASING:
-        raise ValueError(
-            f"release_share applies to mechanism 'svt2-noisy' or 'online-pmw', not {policy.mechanism!r}"
-        )
-    if policy.mechanism in RELEASING and policy.count_epsilon > 0:
-        raise ValueError(
-            f"count_epsilon must be 0 with mechanism {policy.mechanism!r}: its TOP answers release their "
-            "own noisy count, paid by release_share"
-        )
-    if policy.mechanism == "online-pmw" and policy.variant != "single":
-        raise ValueError(
-            "variant 'redraw' applies to the SVT² mechanisms; online-pmw draws one noisy threshold "
-            "for the account's whole stream"
-        )
+def dataset_policy(**keys: Any) -> PolicyBase:
+    """A dataset policy from its keys, validated as the configuration file's tables are."""
+    return _POLICY.validate_python(keys)
 
 
 class ServiceConfig(BaseModel):
@@ -148,7 +98,7 @@ class ServiceConfig(BaseModel):
     #: Who the audit log names for changes made with the ``mbeacon`` command on this beacon's ledger
     #: (``cli:OPERATOR``); unset: the OS user running the command.
     operator: str | None = Field(None, min_length=1, max_length=100)
-    defaults: DatasetPolicy = DatasetPolicy()
+    defaults: DatasetPolicy = Field(default_factory=lambda: dataset_policy())
     datasets: dict[str, DatasetPolicy] = Field(default_factory=dict)
 
     @field_validator("cors_origins")
@@ -165,7 +115,7 @@ class ServiceConfig(BaseModel):
             raise ValueError("* allows every origin: list it alone")
         return [origin.lower() for origin in origins]  # browsers send scheme and host in lower case
 
-    def policy(self, dataset_id: str) -> DatasetPolicy:
+    def policy(self, dataset_id: str) -> PolicyBase:
         """The policy of a dataset: its own table in the file, else ``defaults``."""
         return self.datasets.get(dataset_id, self.defaults)
 
@@ -211,9 +161,18 @@ def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
 def _describe(error: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = ".".join(str(part) for part in _without_tag(item["loc"])) or "(top level)"
         lines.append(f"  {where}: {item['msg']}")
     return "\n".join(lines)
+
+
+def _without_tag(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """An error's location without the mechanism tag the policy union adds (``datasets.demo.epsilon``,
+    not ``datasets.demo.svt2.epsilon``): the file has no such level."""
+    tag_at = 1 if loc[:1] == ("defaults",) else 2 if loc[:1] == ("datasets",) else None
+    if tag_at is not None and len(loc) > tag_at and loc[tag_at] in SANITISERS:
+        return loc[:tag_at] + loc[tag_at + 1 :]
+    return loc
 
 
 def load_config(

@@ -43,16 +43,19 @@ from mbeacon.beacon.answers import (
     Principal,
     UnknownProbe,
 )
-from mbeacon.beacon.budget import Account, AccountParams, unopened_budget
+from mbeacon.beacon.budget import Account, AccountParams, cohort_budget, unopened_budget
 from mbeacon.beacon.config import ConfigError, ServiceConfig
 from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivity_of, serving_cohort
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
-from mbeacon.beacon.mechanisms import RELEASES_COUNTS, SANITISED
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
-from mbeacon.beacon.release import PMWSource, Work, audit_text, query_key, release
-from mbeacon.store.cohorts import Cohort, CohortStore
+from mbeacon.beacon.release import Work, audit_text, query_key, release
+from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
+from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
+from mbeacon.privacy.svt2 import SVT2State
+from mbeacon.privacy.tradeoff import best_attack
+from mbeacon.store.cohorts import Cohort, CohortStore, Counts
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
 
@@ -86,11 +89,12 @@ class AnswerEngine:
         self._sensitivities: dict[str, Sensitivity] = {}
         self._priors: dict[str, Prior] = {}
         #: per dataset: (cohort, prior, the prior's position of each cohort row); see _prior_rows
-        self._prior_positions: dict[str, tuple[Cohort | TruncatedCohort, Prior, np.ndarray]] = {}
+        self._prior_positions: dict[str, tuple[Counts, Prior, np.ndarray]] = {}
         self._ids: tuple[int, list[str]] | None = None
         self._datasets_dir = str(self.store.root / "datasets")
         self._lock = threading.Lock()
         self._locators = Locators(self.store.root)
+        self._copies_of: tuple[list[str], dict[str, list[str]]] | None = None
 
     # --- datasets and priors -------------------------------------------------------------------
 
@@ -115,7 +119,7 @@ class AnswerEngine:
     def visible(self, principal: Principal) -> list[str]:
         return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]
 
-    def cohort(self, dataset: str) -> Cohort | TruncatedCohort:
+    def cohort(self, dataset: str) -> Counts:
         """The dataset as it is counted: truncated at its contribution bound (contribution.py)."""
         with self._lock:
             if dataset not in self._cohorts:
@@ -155,28 +159,71 @@ class AnswerEngine:
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file
             self.cohort(dataset).prepare_lookups()  # built at start-up: no request waits for them
-            if policy.mechanism in SANITISED:
+            if sanitiser_of(policy).spends_budget:
                 self._prior_rows(dataset)
-            if policy.mechanism == "online-pmw":
-                self._pmw_servable(dataset)
+                self._check_prior_is_public(dataset)
+            self._servable(dataset)
+        self._check_copies()
 
-    def _pmw_servable(self, dataset: str) -> None:
-        """``online-pmw`` is served at sensitivity 1 only: its audited step adds noise for counts that
-        move by one patient, so a dataset whose patients give several samples is refused."""
-        bound = self.sensitivity(dataset).bound
-        if bound > 1:
+    def _check_prior_is_public(self, dataset: str) -> None:
+        """A prior is public by construction: one built from a cohort of the store would publish that
+        cohort's per-probe distribution at ``/api/prior`` and answer its questions for free."""
+        prior = self.prior(dataset)
+        built_from = prior.source.removeprefix("dataset ") if prior.source.startswith("dataset ") else None
+        if built_from is not None and built_from in self.dataset_ids():
             raise ConfigError(
-                f"dataset {dataset!r}: mechanism 'online-pmw' needs one counted sample per patient "
-                f"(contribution bound 1), but this dataset is served at contribution bound {bound}; "
-                "set contribution_bound = 1 in its table (each patient's first sample counts) or "
-                "choose another mechanism"
+                f"dataset {dataset!r} would be served with prior {prior.name!r}, built from the patients of "
+                f"dataset {built_from!r}: a prior is published (/api/prior) and answers for free, so it must "
+                "come from reference samples outside every served cohort (mbeacon prior build --from-file)"
             )
+
+    def _copies(self) -> dict[str, list[str]]:
+        """The served ids of each cohort file's content (its checksum), sorted, for the files served
+        under more than one id."""
+        ids = self.dataset_ids()
+        held = self._copies_of
+        if held is not None and held[0] is ids:  # the same listing: the same files
+            return held[1]
+        by_content: dict[str, list[str]] = defaultdict(list)
+        for dataset in ids:
+            by_content[self.cohort(dataset).info.checksum].append(dataset)
+        copies = {checksum: sorted(same) for checksum, same in by_content.items() if len(same) > 1}
+        self._copies_of = (ids, copies)
+        return copies
+
+    def _check_copies(self) -> None:
+        """One cohort's patients are one cohort's, whatever ids serve them: a copy of a file under
+        another id would give every holder of a per-holder budget a fresh one on each copy, so it is
+        refused; under a shared sanitiser the copies share one state (:meth:`cohort_key`), which needs
+        one policy."""
+        for ids in self._copies().values():
+            first, *others = ids
+            policies = [self.config.policy(d) for d in ids]
+            if not all(sanitiser_of(p).shared for p in policies):
+                raise ConfigError(
+                    f"datasets {', '.join(map(repr, others))} hold the same cohort file as {first!r}: "
+                    "a per-holder mechanism would give every budget holder a fresh budget on each copy; "
+                    "serve the file under one id, or protect every copy with cohort-pmw (one budget for "
+                    "the cohort)"
+                )
+            params = {self.new_params(d).to_storage() for d in ids}
+            if len(params) > 1:
+                raise ConfigError(
+                    f"datasets {', '.join(map(repr, ids))} hold the same cohort, which cohort-pmw protects "
+                    "as a whole: give them one policy (the same epsilon, c, quota and keys)"
+                )
+
+    def _servable(self, dataset: str) -> None:
+        """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""
+        try:
+            sanitiser_of(self.config.policy(dataset)).check_servable(dataset, self.sensitivity(dataset).bound)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
 
     def new_params(self, dataset: str) -> AccountParams:
         policy = self.config.policy(dataset)
-        if policy.mechanism == "online-pmw":
-            self._pmw_servable(dataset)
-        return AccountParams.from_policy(policy, sensitivity=self.sensitivity(dataset).bound)
+        self._servable(dataset)
+        return account_params(policy, sensitivity=self.sensitivity(dataset).bound)
 
     # --- answering -----------------------------------------------------------------------------
 
@@ -217,7 +264,7 @@ class AnswerEngine:
             indices = targets[dataset]
             if len(indices) == 1:  # most requests: no arrays, no loop
                 i = indices[0]
-                row = cohort.probe_row(queries[i].probe)
+                row = cohort.probe_row(queries[i].probe_id)
                 if row >= 0:
                     resolved[dataset] = _Resolved(indices, [cohort.probe_name(row)], [row])
                     found[i] = True
@@ -250,7 +297,7 @@ class AnswerEngine:
         )
         of = f"dataset {shown}" if len(datasets) == 1 else f"any of the datasets {shown}"
         message = f"{where}.probeId: {q.probe!r} is not a probe of {of}"
-        lower = case_hint(q.probe)
+        lower = case_hint(q.probe_id)
         if lower != q.probe and any(self.cohort(d).probe_row(lower) >= 0 for d in datasets):
             message += f" (probe ids are case-sensitive: did you mean {lower!r}?)"
         if len(queries) > 1:
@@ -272,7 +319,7 @@ class AnswerEngine:
         else:  # not resolved beforehand: an unknown probe counts 0
             probes, rows = [q.probe for q in qs], None
         # N public: never a per-probe count of non-missing values (see the module docstring)
-        with_beta = policy.mechanism in SANITISED or not read_data
+        with_beta = sanitiser_of(policy).spends_budget or not read_data
         if len(qs) == 1:  # most requests: plain floats, no arrays (their set-up cost more than the work)
             q, probe = qs[0], probes[0]
             n = cohort.n_patients
@@ -307,7 +354,7 @@ class AnswerEngine:
         return Work(dataset, policy, indices, keys, probes, alpha, beta, texts, ranges)
 
     @staticmethod
-    def _alpha(cohort: Cohort, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def _alpha(cohort: Counts, ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Patients in range per query; 0 for probes the cohort lacks (one store call when it has all)."""
         rows = cohort.probe_index(ids)
         known = rows >= 0
@@ -319,7 +366,7 @@ class AnswerEngine:
         return alpha
 
     @staticmethod
-    def _alpha_one(cohort: Cohort, probe: str | None, lo: float, hi: float) -> int:
+    def _alpha_one(cohort: Counts, probe: str | None, lo: float, hi: float) -> int:
         """:meth:`_alpha` of one query."""
         row = cohort.probe_row(probe or "")
         return cohort.count_one(row, lo, hi) if row >= 0 else 0
@@ -354,7 +401,7 @@ class AnswerEngine:
             else:
                 probability = self.prior(dataset).probability(ids, lo, hi)
         except NoPriorChosen:  # allowed only for an unprotected dataset
-            if self.config.policy(dataset).mechanism in SANITISED:
+            if sanitiser_of(self.config.policy(dataset)).spends_budget:
                 raise
             return np.clip(hi - lo, 0.0, 1.0)
         missing = np.isnan(probability)
@@ -367,7 +414,7 @@ class AnswerEngine:
         try:
             probability = self.prior(dataset).probability_one(probe or "", lo, hi)
         except NoPriorChosen:
-            if self.config.policy(dataset).mechanism in SANITISED:
+            if sanitiser_of(self.config.policy(dataset)).spends_budget:
                 raise
             probability = math.nan
         return min(max(hi - lo, 0.0), 1.0) if math.isnan(probability) else probability
@@ -381,6 +428,9 @@ class AnswerEngine:
         targets = self._resolved(principal, queries)
         returned = self._granularity(principal, granularity, list(targets))
         work = [self._work(d, r.indices, queries, returned, resolved=r) for d, r in targets.items()]
+        # a shared cohort state is locked before any holder's account, and cohorts in one order, so
+        # that two requests over the same cohorts never wait for each other's locks in a cycle
+        work.sort(key=lambda w: (self.cohort_key(w.dataset), w.dataset))
         answers: list[Answer] = []
         budgets: dict[str, dict] = {}
         spent: dict[str, int] = {}
@@ -389,31 +439,44 @@ class AnswerEngine:
             with self.ledger.db.transaction() as tx:
                 for w in work:
                     holder = principal.budget_holder(w.policy.scope)
+                    cohort = self._lock_cohort(tx, w.dataset)  # None unless the state is the cohort's
+                    # a holder's quota of a shared state is one account for every id of the cohort
+                    filed = w.dataset if cohort is None else cohort.dataset
                     account, cached = self.ledger.lock_account_and_answers(
-                        tx, holder, w.dataset, w.keys, lambda w=w: self.new_params(w.dataset)
+                        tx, holder, filed, w.keys, functools.partial(self.new_params, w.dataset)
                     )
+                    runs_on = cohort or account
                     pmw: PMWSource | None = None
-                    if account.params.mechanism == "online-pmw":  # read under the lock just taken
-                        pmw = self._pmw_source(tx, holder, w.dataset)
-                    released, new_rows, state_after, pmw_new = release(account, w, cached, returned, pmw)
+                    if sanitiser_of(runs_on.params.mechanism).learns:  # read under the lock just taken
+                        pmw = self._pmw_source(tx, runs_on.principal, runs_on.dataset)
+                    released, new_rows, state_after, pmw_new = release(
+                        account, w, cached, returned, pmw, cohort
+                    )
                     if (
                         account.exhausted
                         and w.policy.on_exhausted == "refuse"
                         and any(a.answered_from == "refused" for a in released)
                     ):
-                        raise _Rollback(w.dataset, account.budget())
-                    self.ledger.save_account(tx, account, state_after)
+                        raise _Rollback(w.dataset, self._budget(account, cohort))
+                    self.ledger.save_account(tx, runs_on, state_after)
                     if pmw_new:  # one update per positive spent, under the same lock and commit
-                        self.ledger.store_pmw_updates(tx, account, pmw_new)
-                    self.ledger.store_answers(tx, holder, w.dataset, new_rows)
+                        self.ledger.store_pmw_updates(tx, runs_on, pmw_new)
+                    gained = state_after.count - runs_on.state.count
+                    if cohort is not None:  # the holder's quota: the positives its queries spent
+                        state_after = SVT2State(0.0, 0.0, account.state.count + gained)
+                        self.ledger.save_account(tx, account, state_after)
+                        cohort = Account(cohort.principal, cohort.dataset, cohort.params,
+                                         SVT2State(cohort.state.z1, cohort.state.z2,
+                                                   cohort.state.count + gained), cohort.created)  # fmt: skip
+                    self.ledger.store_answers(tx, holder, filed, new_rows)
                     audit += [
                         AuditRow("query", principal.name, holder, w.dataset, text, a.answered_from, a.cached)
                         for a, text in zip(released, w.audit_texts, strict=True)
                     ]
                     answers.extend(released)
                     after = Account(holder, w.dataset, account.params, state_after, account.created)
-                    budgets[w.dataset] = after.budget()
-                    spent[w.dataset] = state_after.count - account.state.count
+                    budgets[w.dataset] = self._budget(after, cohort)
+                    spent[w.dataset] = gained
                 self.ledger.append_audit(tx, audit)
         except _Rollback as rollback:
             dataset, budget = rollback.args
@@ -449,15 +512,61 @@ class AnswerEngine:
         if requested == "boolean" or principal.tier != "CONTROLLED":
             return "boolean"
         policies = [self.config.policy(d) for d in datasets]
+        sanitisers = [sanitiser_of(p) for p in policies]
         if policies and all(
-            (p.count_epsilon > 0 and p.mechanism in SANITISED) or p.mechanism in RELEASES_COUNTS
-            for p in policies
+            (p.count_epsilon > 0 and s.spends_budget) or s.releases_counts
+            for p, s in zip(policies, sanitisers, strict=True)
         ):
             return "count"
         return "boolean"
 
+    def cohort_key(self, dataset: str) -> str:
+        """The cohort a dataset's patients form: the unit a shared sanitiser's state belongs to. Ids that
+        serve one file (the same checksum) are one cohort, filed under the first of them."""
+        for ids in self._copies().values():
+            if dataset in ids:
+                return ids[0]
+        return dataset
+
+    def _lock_cohort(self, tx: Tx, dataset: str) -> Account | None:
+        """The cohort's shared state, locked until ``tx`` ends (opened on first use), when the dataset's
+        sanitiser keeps one; else None."""
+        if not sanitiser_of(self.config.policy(dataset)).shared:
+            return None
+        return self.ledger.lock_account(
+            tx, COHORT_HOLDER, self.cohort_key(dataset), lambda: self.new_params(dataset)
+        )
+
+    def guarantee(self, dataset: str) -> dict:
+        """What the dataset's protection promises, and to whom: for a shared state, the cohort's whole
+        budget, what is spent, and the best attack any coalition of askers could make (from the
+        trade-off function of the cohort's epsilon); else the promise per budget holder, which k
+        holders together compose to k times."""
+        policy = self.config.policy(dataset)
+        sanitiser = sanitiser_of(policy)
+        if not sanitiser.spends_budget:
+            return {"unit": "none"}
+        if not sanitiser.shared:
+            return {"unit": "budget holder", "bestAttackPerHolder": best_attack(policy.epsilon).to_json()}
+        cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
+        params = cohort.params if cohort is not None else self.new_params(dataset)
+        spent = cohort.epsilon_spent() if cohort is not None else 0.0
+        return {
+            "unit": "cohort",
+            "epsilonTotal": params.epsilon,
+            "epsilonSpent": round(spent, 12),
+            "positivesUsed": cohort.state.count if cohort is not None else 0,
+            "positivesTotal": params.c,
+            "quota": params.quota,
+            "bestAttack": best_attack(params.epsilon).to_json(),
+        }
+
+    def _budget(self, account: Account, cohort: Account | None) -> dict:
+        """What the holder is told of its budget; with a shared state, its quota and the cohort's."""
+        return account.budget() if cohort is None else _with_cohort(account.budget(), cohort, cohort.params)
+
     def _pmw_source(self, tx: Tx, holder: str, dataset: str) -> PMWSource:
-        """What ``online-pmw`` reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
+        """What a learning sanitiser reads for ``holder`` on ``dataset`` inside the transaction ``tx``: the
         account's recorded updates, the cohort's size and the prior's mass, each when it is needed."""
         return PMWSource(
             functools.partial(self.ledger.pmw_updates, tx, holder, dataset),
@@ -469,13 +578,17 @@ class AnswerEngine:
         """Budget state and the parameters it was promised under (frozen when it was opened)."""
         policy = self.config.policy(dataset)
         holder = principal.budget_holder(policy.scope)
-        account = self.ledger.account(holder, dataset)
+        shared = sanitiser_of(policy).shared
+        account = self.ledger.account(holder, self.cohort_key(dataset) if shared else dataset)
         params = (
             account.params
             if account is not None
             else self.ledger.params_for_new(holder, dataset, lambda: self.new_params(dataset))
         )
         budget = account.budget() if account is not None else unopened_budget(params)
+        if shared:
+            cohort = self.ledger.account(COHORT_HOLDER, self.cohort_key(dataset))
+            budget = _with_cohort(budget, cohort, params)
         return {
             **budget,
             "mechanism": params.mechanism,
@@ -489,7 +602,15 @@ class AnswerEngine:
             "marginBelow": params.margin_below,
             "epsilon3": params.epsilon3,
             "margin": params.margin,
+            "quota": params.quota,
         }
+
+
+def _with_cohort(budget: dict, cohort: Account | None, params: AccountParams) -> dict:
+    """A holder's budget (its quota) with the shared state's (``cohort``, None while no one has asked):
+    the epsilon spent is the cohort's."""
+    shared = cohort_budget(cohort, params)
+    return {**budget, "epsilonSpent": shared["epsilonSpent"], "cohort": shared}
 
 
 class _Rollback(Exception):

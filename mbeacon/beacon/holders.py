@@ -1,12 +1,12 @@
 """Who holds a privacy budget, and what a user name may be: one rule for the engine, the CLI and the
 admin API.
 
-A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller) or
-``anonymous`` (the callers without a key, when the service lets them in); a bare ``NAME`` is
-``user:NAME``, on the command line and in the admin API alike (so a user named ``global`` or
-``anonymous`` is written with its ``user:``). User and group names share
-one pattern, which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes,
-no separators).
+A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller),
+``anonymous`` (the callers without a key, when the service lets them in) or ``cohort`` (the state a
+shared sanitiser keeps for the whole cohort: an operator's target, never a caller's budget); a bare
+``NAME`` is ``user:NAME``, on the command line and in the admin API alike (so a user named ``global``,
+``anonymous`` or ``cohort`` is written with its ``user:``). User and group names share one pattern,
+which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes, no separators).
 
 A name has one spelling (:func:`canonical_name`): Unicode compatibility forms (full-width letters),
 surrounding white space and letter case are not part of it, so ``Dup2``, ``"dup2 "`` and ``ｄｕｐ２`` all
@@ -28,9 +28,11 @@ from mbeacon.beacon.errors import InvalidRequest
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._@-]{0,63}$"
 _NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
 #: A budget holder as written in the admin API's paths and filters and on the command line.
-HOLDER_PATTERN = rf"^(user:|group:)?{_NAME}$|^global$|^anonymous$"
+HOLDER_PATTERN = rf"^(user:|group:)?{_NAME}$|^global$|^anonymous$|^cohort$"
+#: Holders written without a name.
+SPECIAL_HOLDERS = ("global", "anonymous", "cohort")
 
-HolderKind = Literal["user", "group", "global", "anonymous"]
+HolderKind = Literal["user", "group", "global", "anonymous", "cohort"]
 
 
 def canonical_name(text: str) -> str:
@@ -61,9 +63,9 @@ class Holder:
         canonical = canonical_name(text)
         if re.fullmatch(HOLDER_PATTERN, canonical) is None:
             raise InvalidRequest(
-                f"{what} must be NAME, user:NAME, group:NAME, global or anonymous, not {text[:70]!r}"
+                f"{what} must be NAME, user:NAME, group:NAME, global, anonymous or cohort, not {text[:70]!r}"
             )
-        if ":" not in canonical and canonical not in ("global", "anonymous"):
+        if ":" not in canonical and canonical not in SPECIAL_HOLDERS:
             return cls("user", canonical)
         kind, _, name = canonical.partition(":")
         return cls(kind, name or None)  # type: ignore[arg-type]

@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from mbeacon.beacon.budget import Account, AccountParams
-from mbeacon.beacon.config import DatasetPolicy, ServiceConfig, Tier
+from mbeacon.beacon.config import ServiceConfig, Tier
 from mbeacon.beacon.errors import InvalidRequest, UnknownTarget
 from mbeacon.beacon.holders import NAME_PATTERN, Holder, canonical_name
 from mbeacon.beacon.keys import expiry_at
 from mbeacon.beacon.ledger import Ledger
 from mbeacon.beacon.ledger.ledger import KEEP, ROLES
+from mbeacon.beacon.sanitisers import account_params, sanitiser_of
+from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.pydantic_errors import describe
 
 
@@ -58,8 +60,9 @@ OVERRIDABLE = ("epsilon", "c", "threshold", "variant", "count_epsilon")
 
 def _optional(name: str) -> tuple[Any, FieldInfo]:
     """A dataset policy field as an optional change: the policy's own type and bounds, default None."""
-    field = DatasetPolicy.model_fields[name]
-    return field.annotation | None, FieldInfo.merge_field_infos(field, default=None)
+    field = PolicyBase.model_fields[name]
+    optional: Any = field.annotation | None  # type: ignore[operator]  # a runtime type, not a static one
+    return optional, FieldInfo.merge_field_infos(field, default=None)
 
 
 #: A budget override's parameters, each optional; bounds and types are the dataset policy's own.
@@ -67,7 +70,7 @@ BudgetChange: type[BaseModel] = create_model(
     "BudgetChange",
     __config__=ConfigDict(extra="forbid", strict=True),
     __doc__="Parameters for a holder's next account on a dataset; the dataset's policy fills the rest.",
-    **{name: _optional(name) for name in OVERRIDABLE},
+    **{name: _optional(name) for name in OVERRIDABLE},  # type: ignore[call-overload]
 )
 
 
@@ -134,15 +137,16 @@ def override_budget(
             raise InvalidRequest(describe(error, whole="budget", limit=1)) from None
     values = {key: value for key, value in change.model_dump().items() if value is not None}
     try:
-        policy = DatasetPolicy.model_validate({**config.policy(dataset).model_dump(), **values})
+        current = config.policy(dataset)
+        policy = sanitiser_of(current).policy_model.model_validate({**current.model_dump(), **values})
     except ValidationError as error:
         raise InvalidRequest(describe(error, whole="budget", limit=1)) from None
-    params = AccountParams.from_policy(policy, sensitivity=_served_bound(config, dataset, policy))
+    params = account_params(policy, sensitivity=_served_bound(config, dataset, policy))
     account_open = ledger.set_override(str(holder), dataset, params, actor=actor)
     return Override(holder, dataset, params, account_open)
 
 
-def _served_bound(config: ServiceConfig, dataset: str, policy: DatasetPolicy) -> int:
+def _served_bound(config: ServiceConfig, dataset: str, policy: PolicyBase) -> int:
     """The contribution bound the service counts ``dataset`` at (contribution.py), for a new account."""
     from mbeacon.beacon.contribution import sensitivity_of
     from mbeacon.store.cohorts import CohortStore

@@ -294,8 +294,8 @@ class Pagination(BaseModel):
 NoFilters = Annotated[
     list[Any],
     WithJsonSchema(
-        {"type": "array", "maxItems": 0, "description": "Beacon filters: none exist for methylation queries "
-         "(see /filtering_terms), so only an empty list is accepted."}
+        {"type": "array", "maxItems": 0, "description": "Beacon filters: methylation queries take none "
+         "(see /filtering_terms for what can be asked), so only an empty list is accepted."}
     ),
 ]  # fmt: skip
 
@@ -317,8 +317,8 @@ class BeaconQuery(BaseModel):
         return value
 
     # Validated item by item by parse_body; its document schema (one query or a batch of up to the
-    # configured max_batch) is set where the configuration is known.
-    requestParameters: Any
+    # configured max_batch) is set where the configuration is known. Absent: an unfiltered request.
+    requestParameters: Any = None
     requestedGranularity: RequestedGranularity = DEFAULT_GRANULARITY
     includeResultsetResponses: IncludedResultsets = DEFAULT_INCLUDE
     testMode: bool = Field(False, description="Beacon test mode: virtual answers, from the prior, free.")
@@ -337,7 +337,7 @@ class BeaconRequestBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     meta: RequestMeta = RequestMeta()
-    query: BeaconQuery
+    query: BeaconQuery = BeaconQuery()
 
 
 @dataclass(frozen=True)
@@ -370,6 +370,14 @@ class MethylationQuery:
         return cls(p.probeId, p.referenceName, start, lo, hi, canonical_datasets(p.datasetIds), end,
                    p.geneId, p.assemblyId)  # fmt: skip
 
+    @property
+    def probe_id(self) -> str:
+        """The probe of a query by probe, as the counting steps read it (after
+        :func:`mbeacon.beacon.regions.expand` every query is one); a region or gene query has none."""
+        if self.probe is None:
+            raise ValueError("a region or gene query is counted through the probes it expands to")
+        return self.probe
+
     def describe(self) -> dict:
         """The query in its canonical form (for echoes and the audit log)."""
         if self.probe is not None:
@@ -395,6 +403,9 @@ class ParsedRequest:
     test_mode: bool = False
     skip: int = DEFAULT_SKIP
     limit: int = DEFAULT_LIMIT
+    requested_schemas: tuple[dict, ...] = ()  # ``meta.requestedSchemas``, echoed
+    unfiltered: bool = False  # nothing asked (no queries): answered from public metadata
+    datasets: tuple[str, ...] | None = None  # the datasets an unfiltered request names
 
 
 def _parameters(raw: Any, where: str) -> MethylationQuery:

@@ -32,7 +32,7 @@ from mbeacon.beacon.query import MethylationQuery, QueryError
 from mbeacon.beacon.wire import MAX_REGION_PROBES
 from mbeacon.process import PROCESS
 from mbeacon.store.annotation import AnnotationStore, ProbeAnnotation, canonical_build
-from mbeacon.store.cohorts import Cohort
+from mbeacon.store.cohorts import Counts
 from mbeacon.store.errors import DataError
 
 _REFUSED_WHOLE = "; the batch is refused whole (nothing was answered or spent)"
@@ -76,7 +76,7 @@ class Locators:
         self._located: dict[str, tuple[tuple, Located]] = {}
         self._platforms: dict[str, tuple[tuple, ProbeAnnotation]] = {}
 
-    def of(self, dataset: str, cohort: Cohort) -> Located:
+    def of(self, dataset: str, cohort: Counts) -> Located:
         info = cohort.info
         stamp = (PROCESS.pid, self.annotations.stamp(), info.checksum, id(cohort))
         hit = self._located.get(dataset)
@@ -102,7 +102,7 @@ class Locators:
         return annotation
 
 
-def _from_manifest(cohort: Cohort) -> ProbeAnnotation:
+def _from_manifest(cohort: Counts) -> ProbeAnnotation:
     """The positions ingested with the cohort (``--manifest``), searched as a platform's are."""
     with h5py.File(cohort.path, "r") as f:  # sealed and verified when the cohort was opened
         chromosome, position = f["chromosome"][...], f["position"][...]
@@ -116,7 +116,7 @@ def expand(
     queries: list[MethylationQuery],
     *,
     visible: list[str],
-    cohort: Callable[[str], Cohort],
+    cohort: Callable[[str], Counts],
     locators: Locators,
     max_total: int,
 ) -> Expansion:
@@ -159,7 +159,7 @@ def _probes(
     queries: list[MethylationQuery],
     index: int,
     targets: list[str],
-    cohort: Callable[[str], Cohort],
+    cohort: Callable[[str], Counts],
     locators: Locators,
 ) -> list[tuple[str, tuple[str, ...]]]:
     """The probes query ``index`` covers, in genome order, each with the datasets that have it there."""

@@ -3,8 +3,8 @@
 The engine (:mod:`mbeacon.beacon.engine`) resolves a request, prepares per dataset a :class:`Work`
 (alpha, beta, cache keys and audit texts, all outside any lock) and then, inside its one ledger
 transaction, hands each locked account and its cached answers to :func:`release`. Here the cached
-answers are reused, the account's mechanism (:mod:`mbeacon.beacon.mechanisms`, or
-:mod:`mbeacon.beacon.pmw_state` for ``online-pmw``) is run over the rest from the saved state, and
+answers are reused, the account's sanitiser (:mod:`mbeacon.beacon.sanitisers`) is run over the rest
+from the saved state, and
 each flag becomes an answer from the data or the prior, with a noisy count where the caller gets
 counts. Kept apart from the engine so that what is released is decided by functions of the account
 and the work alone: nothing here opens the store or writes the ledger, and the engine's transaction
@@ -14,26 +14,23 @@ reads as lock, release, save.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbeacon.beacon import pmw_state
 from mbeacon.beacon.answers import Answer
 from mbeacon.beacon.budget import Account, AccountParams
-from mbeacon.beacon.config import DatasetPolicy
 from mbeacon.beacon.ledger.ledger import CachedAnswer
-from mbeacon.beacon.mechanisms import Run
-from mbeacon.beacon.mechanisms import run as run_mechanism
-from mbeacon.beacon.pmw_state import PMWQuery, PMWUpdate, PriorMass
 from mbeacon.beacon.query import MethylationQuery
+from mbeacon.beacon.sanitisers import Fresh, PMWSource, Run, sanitiser_of
+from mbeacon.beacon.sanitisers.online_pmw_state import PMWUpdate
+from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.privacy.noise import lattice_laplace
 from mbeacon.privacy.sparse_vector import TOP, UNANSWERED
 from mbeacon.privacy.svt2 import SVT2State
 
-#: ``online-pmw``: the recorded histogram updates of the given probes, read under the account's lock.
-LoadUpdates = Callable[[list[str]], dict[str, list[PMWUpdate]]]
+__all__ = ["PMWSource", "Work", "audit_text", "query_key", "release"]
 
 
 @dataclass
@@ -42,7 +39,7 @@ class Work:
     ledger lock is taken."""
 
     dataset: str
-    policy: DatasetPolicy
+    policy: PolicyBase
     query_index: list[int]
     keys: list[str]
     probes: list[str | None]
@@ -50,17 +47,6 @@ class Work:
     beta: list[float]
     audit_texts: list[str]  # each query as the audit log records it, built before the ledger lock
     ranges: list[tuple[float, float]] = field(default_factory=list)  # [lo, hi] of each query
-
-
-@dataclass(frozen=True)
-class PMWSource:
-    """What an ``online-pmw`` decision reads beyond its account and work, each read only when a fresh
-    query is decided: the account's recorded updates (under the lock the engine holds), the cohort
-    size the synthetic histogram is over, and the prior's mass of a range (the start of a segment)."""
-
-    load_updates: LoadUpdates
-    n_patients: Callable[[], int]
-    mass: PriorMass
 
 
 _json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
@@ -80,7 +66,7 @@ def audit_text(q: MethylationQuery, probe: str | None, granularity: str) -> str:
     """
     return (
         f'{{"granularity": {_json_str(granularity)}, "maxValue": {q.hi!r}, "minValue": {q.lo!r}, '
-        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe)}}}'
+        f'"probe": {_json_scalar(probe)}, "probeId": {_json_str(q.probe_id)}}}'
     )
 
 
@@ -89,37 +75,31 @@ def query_key(version: str, probe: str | None, q: MethylationQuery, granularity:
     return f"{version}|{probe}|{q.lo!r}|{q.hi!r}|{granularity}"
 
 
-def _decide(
-    account: Account, w: Work, fresh: list[int], pmw: PMWSource | None
-) -> tuple[Run, list[PMWUpdate]]:
-    """The account's mechanism run over the fresh queries ``fresh`` (indices into ``w``) in order,
-    and, for ``online-pmw``, the histogram updates its TOPs released (one per positive spent)."""
-    alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-    params = account.params
-    if params.mechanism != "online-pmw":
-        return run_mechanism(params.mechanism, params.svt2(), account.state, alpha, beta), []
-    assert pmw is not None
-    probes = [str(w.probes[j]) for j in fresh]
-    online = params.online_pmw(pmw.n_patients())
-    queries = [PMWQuery(p, w.ranges[j][0], w.ranges[j][1], int(alpha[n]))
-               for n, (p, j) in enumerate(zip(probes, fresh, strict=True))]  # fmt: skip
-    decided = pmw_state.run(
-        online, account.state.z1, account.state.count, queries, pmw.load_updates(probes), pmw.mass
+def _decide(account: Account, w: Work, fresh: list[int], pmw: PMWSource | None, limit: int | None) -> Run:
+    """The account's sanitiser run from its state over the fresh queries ``fresh`` (indices into
+    ``w``) in order, halting at ``limit`` positives."""
+    queries = Fresh(
+        alpha=[w.alpha[j] for j in fresh],
+        beta=[w.beta[j] for j in fresh],
+        probes=[str(w.probes[j]) for j in fresh],
+        ranges=[w.ranges[j] for j in fresh] if w.ranges else [],
     )
-    state = SVT2State(account.state.z1, account.state.z2, decided.count)
-    run = Run(decided.flags, list(decided.answers), list(decided.counts), state)
-    return run, decided.updates
+    return sanitiser_of(account.params.mechanism).decide(account.params, account.state, queries, pmw, limit)
 
 
 def release(
     account: Account, w: Work, cached: dict[str, CachedAnswer], granularity: str,
-    pmw: PMWSource | None = None,
-) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, list[PMWUpdate]]:  # fmt: skip
+    pmw: PMWSource | None = None, cohort: Account | None = None,
+) -> tuple[list[Answer], list[tuple[str, CachedAnswer]], SVT2State, Sequence[PMWUpdate]]:  # fmt: skip
     """The answers of ``w`` on ``account``, locked by the caller: each from ``cached`` where its key is
     there, the rest from the account's mechanism run from its saved state (a query asked twice in
-    the batch is run once). Returns the answers in ``w``'s order, the new cache rows, the account's
-    state after the run and, for ``online-pmw``, the histogram updates to record; ``pmw`` is required
-    for an ``online-pmw`` account (:class:`PMWSource`)."""
+    the batch is run once). Returns the answers in ``w``'s order, the new cache rows, the state after
+    the run and what a learning sanitiser's run learnt, to record; ``pmw`` is required for such an
+    account (:class:`~mbeacon.beacon.sanitisers.PMWSource`).
+
+    A shared sanitiser's mechanism runs from the ``cohort``'s state (locked by the caller too), and
+    stops where ``account``'s quota or the cohort's positives end; the state returned is the
+    cohort's, and ``account`` has spent the positives the cohort's state gained."""
     released: list[Answer | None] = [None] * len(w.keys)
     fresh: list[int] = []
     first_of: dict[str, int] = {}
@@ -135,11 +115,15 @@ def release(
             fresh.append(j)
     state = account.state
     new_rows: list[tuple[str, CachedAnswer]] = []
-    pmw_new: list[PMWUpdate] = []
+    pmw_new: Sequence[PMWUpdate] = ()
     if fresh:
         alpha, beta = [w.alpha[j] for j in fresh], [w.beta[j] for j in fresh]
-        decided, pmw_new = _decide(account, w, fresh, pmw)
-        flags, state = decided.flags, decided.state
+        runs_on = cohort or account
+        limit = None
+        if cohort is not None:  # the holder's quota left, on top of the cohort's positives so far
+            limit = cohort.state.count + max(account.limit - account.state.count, 0)
+        decided = _decide(runs_on, w, fresh, pmw, limit)
+        flags, state, pmw_new = decided.flags, decided.state, decided.updates
         noisy = _noisy_counts(account.params, alpha) if granularity == "count" else None
         for n, j in enumerate(fresh):
             exists, source, exhausted = _outcome(account.params, w.policy, flags[n], alpha[n], beta[n])
@@ -165,11 +149,11 @@ def release(
 
 
 def _outcome(
-    params: AccountParams, policy: DatasetPolicy, flag: int, alpha: float, beta: float
+    params: AccountParams, policy: PolicyBase, flag: int, alpha: float, beta: float
 ) -> tuple[bool, str, bool]:
     """``(exists, answered_from, exhausted)`` of one fresh answer from its SVT² flag."""
     prior_yes = beta >= params.threshold
-    if params.mechanism == "none":
+    if not params.sanitised:
         return alpha >= params.threshold, "data", False
     if flag == UNANSWERED:
         if policy.on_exhausted == "prior":

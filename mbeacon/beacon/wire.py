@@ -80,7 +80,7 @@ none (a result set's ``results`` is always empty), so both are only validated an
 keep the echo an ordinary number."""
 
 NO_FILTERS = (
-    "MBeacon has no filtering terms for methylation queries (see /api/filtering_terms); "
-    "send no filters or an empty list"
+    "methylation queries take no filters (/api/filtering_terms lists what can be asked: genes by "
+    "geneId, and the datasets' attributes); send no filters or an empty list"
 )
 """The refusal of a request with filters, on GET (``filters``) and POST (``query.filters``) alike."""

@@ -443,3 +443,40 @@ def advise(
         click.echo(json.dumps(payload, indent=2))
     if rec is None:
         sys.exit(1)
+
+
+@budget.command("advise-cohort")
+@click.option("--patients", type=click.IntRange(min=1), required=True, help="Patients in the cohort.")
+@click.option("--researchers", type=click.IntRange(min=1), required=True,
+              help="Budget holders (users, or groups under scope = \"group\") expected to ask.")  # fmt: skip
+@click.option("--max-auc", type=FiniteFloatRange(0.5, 1.0, min_open=True, max_open=True), default=0.6,
+              show_default=True, help="The largest attack AUC any coalition may reach.")  # fmt: skip
+@click.option("--count-error", type=FiniteFloatRange(0.0, 1.0, min_open=True), default=0.1, show_default=True,
+              help="The noise scale of a released count, as a share of the cohort.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def advise_cohort_command(
+    patients: int, researchers: int, max_auc: float, count_error: float, as_json: bool
+) -> None:
+    """The cohort's epsilon, positives and quota for cohort-pmw, from the promise and who will ask.
+
+    The epsilon is the largest whose best possible attack, by any coalition of askers, stays within
+    --max-auc; c keeps every released count's noise within --count-error of the cohort; the quota
+    shares c among the researchers. Prints the dataset policy's TOML to paste.
+    """
+    from mbeacon.attack.advisor.cohort import advise_cohort
+
+    advice = advise_cohort(patients, researchers, max_auc=max_auc, count_error=count_error)
+    if as_json:
+        click.echo(json.dumps(advice.to_json(), indent=2))
+        return
+    bound = advice.bound
+    click.echo(
+        f"{patients} patients, {researchers} researchers: epsilon {advice.epsilon:g} for the cohort, "
+        f"c {advice.c} positives in all, quota {advice.quota} per budget holder; a released count's noise "
+        f"scale is {advice.count_noise_scale:.1f} patients.\n"
+        f"No coalition of askers can reach an attack AUC above {bound.auc:.4f}, a true-positive rate above "
+        f"{bound.tpr_at_fpr_0_1pct:.4f} at 0.1% false positives or {bound.tpr_at_fpr_1pct:.4f} at 1%.\n"
+    )
+    click.echo("[datasets.NAME]")
+    for key, value in advice.policy().items():
+        click.echo(f"{key} = {json.dumps(value)}")

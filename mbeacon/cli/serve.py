@@ -127,13 +127,14 @@ anonymous = "refuse"
 rate_limit_per_minute = 6000
 
 [defaults]
-mechanism = "svt2"
+# one privacy budget for the cohort's patients, whoever asks: 10 positives in all, 5 per user at most
+mechanism = "cohort-pmw"
 epsilon = 1.0
-c = 5
+c = 10
+quota = 5
 threshold = 1
-variant = "single"
 scope = "user"
-on_exhausted = "refuse"
+on_exhausted = "prior"
 tier = "REGISTERED"
 """
 

@@ -2,7 +2,7 @@
 
 The textbook (seeds/svt-textbook-chapter, ``auto_avg``) claims that AboveThreshold finds a good
 clipping bound for data "on many different scales" and that "it doesn't matter how long the list bs
-is". This experiment checks both with :func:`mbeacon.privacy.clipping.auto_clip_batch` on one public
+is". This experiment checks both with :func:`mbeacon.privacy.research.clipping.auto_clip_batch` on one public
 geometric grid from ``1e-3`` to ``1e7`` of 10, 100, 1,000 or 10,000 candidate bounds, and three
 columns of 200,000 rows each:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mbeacon.privacy.clipping import auto_clip_batch, clip_split, default_threshold, geometric_grid
+from mbeacon.privacy.research.clipping import auto_clip_batch, clip_split, default_threshold, geometric_grid
 
 SOURCE = "Near and Abuah, Programming Differential Privacy, the sparse vector technique chapter (auto_avg)"
 GRID_LOW, GRID_HIGH = 1e-3, 1e7

@@ -6,7 +6,7 @@ multinomial logistic-regression model (64 pixel features scaled to [0, 1] plus a
 parameters). In every epoch each participant downloads the whole global model, computes the mean
 gradient of the cross-entropy on its own shard (per-example coordinates clipped to ``[-gamma,
 gamma]``), and uploads at most ``c = theta_u * 650`` coordinates chosen and perturbed by
-:func:`mbeacon.privacy.dssgd.dssgd_select_batch` (``eps`` per epoch). The parameter server averages
+:func:`mbeacon.privacy.research.dssgd.dssgd_select_batch` (``eps`` per epoch). The parameter server averages
 the uploads of each coordinate and takes a gradient step with them.
 
 Baselines, trained with the same learning rate for the same number of epochs: **centralised** (one
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mbeacon.privacy.dssgd import dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
+from mbeacon.privacy.research.dssgd import dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
 
 PAPER = (
     "Shokri and Shmatikov, Privacy-Preserving Deep Learning, CCS 2015 (DSSGD, as the SVT tutorial gives it)"

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mbeacon.privacy.selection import top_k_batch
+from mbeacon.privacy.research.selection import top_k_batch
 from mbeacon.privacy.sparse_vector import (
     TOP,
     generalized_svt_allocate,

@@ -4,7 +4,7 @@ The textbook (seeds/svt-textbook-chapter, ``range_query_svt``) runs Sparse to fi
 whose count is above a threshold and answers only those with the Laplace mechanism: "the total
 privacy cost will be proportional to the number of queries above the threshold - not the total
 number of queries". This experiment checks it with
-:func:`mbeacon.privacy.range_queries.range_query_svt_batch` on the real beta values of the shipped
+:func:`mbeacon.privacy.research.range_queries.range_query_svt_batch` on the real beta values of the shipped
 GSE41169 blood table (200,000 values, each row read as one individual's record, as the textbook's
 ages are).
 
@@ -29,7 +29,7 @@ import numpy as np
 from mbeacon.experiments.auto_clip import load_betas
 from mbeacon.privacy.accounting import range_query_svt_epsilon
 from mbeacon.privacy.noise import lattice_laplace
-from mbeacon.privacy.range_queries import range_counts, range_query_split, range_query_svt_batch
+from mbeacon.privacy.research.range_queries import range_counts, range_query_split, range_query_svt_batch
 from mbeacon.privacy.sparse_vector import TOP
 
 SOURCE = (

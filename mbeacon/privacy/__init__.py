@@ -3,28 +3,27 @@
 Every mechanism takes ``rng``: ``None`` (the OS CSPRNG, the default and the only source the service
 uses), an ``int`` seed or a ``numpy.random.Generator`` (reproducible mode for tests and experiments).
 
-Modules, each using only those before it:
+The core the service's promise rests on, each module using only those before it:
 
 * :mod:`~mbeacon.privacy.validation`: one check for every privacy parameter (finite, in range, typed);
 * :mod:`~mbeacon.privacy.noise`: the samplers and their exact distribution functions;
 * :mod:`~mbeacon.privacy.sparse_vector`: the SVT family (one engine, a thin wrapper per mechanism);
-* :mod:`~mbeacon.privacy.selection`: exponential mechanism, report-noisy-max, top-k, unknown-domain top-k;
-* :mod:`~mbeacon.privacy.clipping`: the automatic clipping bound (AboveThreshold), DP sum and mean;
-* :mod:`~mbeacon.privacy.range_queries`: Sparse picks the range queries worth answering, Laplace answers;
-* :mod:`~mbeacon.privacy.dssgd`: DSSGD's gradient upload (NumericSparse over a gradient's coordinates);
 * :mod:`~mbeacon.privacy.truncation`: PrivateSQL's learned per-patient contribution bound, truncation;
-* :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule, composition, pay-what-you-get;
-* :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): the service's mechanism;
+* :mod:`~mbeacon.privacy.accounting`: each mechanism's cost rule and composition;
+* :mod:`~mbeacon.privacy.svt2` (with its compiled scan ``_svt2_scan``): SVT²;
 * :mod:`~mbeacon.privacy.svt2_margin`, :mod:`~mbeacon.privacy.svt2_noisy`,
-  :mod:`~mbeacon.privacy.online_pmw`: sanitisers built on SVT² (decision margins, a noisy release on
-  TOP, Online Private Multiplicative Weights started at the prior);
-* :mod:`~mbeacon.privacy.faulty`: incorrect SVT variants, kept as the audit's controls;
-* :mod:`~mbeacon.privacy.audit`: the statistical DP audit of all of the above.
+  :mod:`~mbeacon.privacy.online_pmw`, :mod:`~mbeacon.privacy.cohort_pmw`: sanitisers built on SVT²
+  (decision margins, a noisy release on TOP, Online Private Multiplicative Weights started at the
+  prior, and its run for a whole cohort);
+* :mod:`~mbeacon.privacy.tradeoff`: the best attack an epsilon-DP output allows.
+
+Beside it, :mod:`~mbeacon.privacy.research` holds what the experiments study and the service does not
+serve (selection and pay-what-you-get, the automatic clipping bound, range queries, DSSGD), and
+:mod:`~mbeacon.privacy.audit` the statistical DP audit of everything, with the incorrect variants it
+must catch (:mod:`~mbeacon.privacy.audit.faulty`). The public names of all of them are here.
 """
 
 from mbeacon.privacy.accounting import (
-    PayWhatYouGet,
-    PayWhatYouGetExhausted,
     advanced_composition,
     auto_clip_epsilon,
     bounded_range_composition,
@@ -34,8 +33,6 @@ from mbeacon.privacy.accounting import (
     svt2_spent,
     truncation_epsilon,
 )
-from mbeacon.privacy.clipping import AutoClipRelease, auto_clip_batch, auto_clip_bound, auto_mean, auto_sum
-from mbeacon.privacy.dssgd import dssgd_select, dssgd_select_batch, dssgd_sensitivity, dssgd_upload_count
 from mbeacon.privacy.noise import (
     discrete_laplace,
     discrete_laplace_pmf,
@@ -45,8 +42,22 @@ from mbeacon.privacy.noise import (
     lattice_laplace,
     uniform,
 )
-from mbeacon.privacy.range_queries import range_counts, range_query_svt, range_query_svt_batch
-from mbeacon.privacy.selection import (
+from mbeacon.privacy.research.clipping import (
+    AutoClipRelease,
+    auto_clip_batch,
+    auto_clip_bound,
+    auto_mean,
+    auto_sum,
+)
+from mbeacon.privacy.research.dssgd import (
+    dssgd_select,
+    dssgd_select_batch,
+    dssgd_sensitivity,
+    dssgd_upload_count,
+)
+from mbeacon.privacy.research.pay_what_you_get import PayWhatYouGet, PayWhatYouGetExhausted
+from mbeacon.privacy.research.range_queries import range_counts, range_query_svt, range_query_svt_batch
+from mbeacon.privacy.research.selection import (
     TopKRelease,
     exponential_mechanism,
     exponential_mechanism_batch,

@@ -10,8 +10,8 @@
 * **Composition** of ``m`` mechanisms: advanced composition (Dwork, Rothblum and Vadhan) for
   ``epsilon``-DP ones, the tighter bounded-range composition (Durfee and Rogers) for
   ``epsilon``-bounded-range ones such as the exponential mechanism.
-* **Pay-what-you-get** (Durfee and Rogers §7): the budget of repeated unknown-domain top-k queries,
-  where a query that returns ``j`` items costs ``j + 1`` bounded-range units.
+* **Pay-what-you-get** (Durfee and Rogers §7), the budget of repeated unknown-domain top-k queries,
+  is in :mod:`mbeacon.privacy.research.pay_what_you_get` with the selection mechanisms it pays for.
 
 The costs of the other mechanisms are their epsilon as given (their docstrings and
 ``docs/privacy.md`` state them); the audit checks each one.
@@ -20,16 +20,11 @@ The costs of the other mechanisms are their epsilon as given (their docstrings a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from mbeacon.privacy import validation
-from mbeacon.privacy.noise import RNGLike
-from mbeacon.privacy.selection import TopKRelease, unknown_domain_top_k
 from mbeacon.privacy.validation import integer, positive
 
 __all__ = [
-    "PayWhatYouGet",
-    "PayWhatYouGetExhausted",
     "advanced_composition",
     "auto_clip_epsilon",
     "bounded_range_composition",
@@ -141,7 +136,7 @@ def truncation_epsilon(epsilon_bound: float, epsilon_count: float = 0.0) -> floa
 def dssgd_epsilon(epsilon_per_epoch: float, epochs: int) -> float:
     """Cost to one DSSGD participant of ``epochs`` epochs at ``epsilon_per_epoch``: their product.
 
-    Each epoch's upload is one :func:`~mbeacon.privacy.dssgd.dssgd_select` run (``epsilon``-DP, a
+    Each epoch's upload is one :func:`~mbeacon.privacy.research.dssgd.dssgd_select` run (``epsilon``-DP, a
     reduction to NumericSparse) on the participant's data and the public global model; the epochs
     compose sequentially (basic composition; :func:`advanced_composition` gives an
     ``(eps, delta)`` bound for many epochs).
@@ -184,60 +179,3 @@ def advanced_composition(units: int, epsilon: float, delta: float) -> float:
         units * epsilon,
         epsilon * math.sqrt(2 * units * math.log(1 / delta)) + units * epsilon * math.expm1(epsilon),
     )
-
-
-# --- pay-what-you-get -------------------------------------------------------------------------------
-
-
-class PayWhatYouGetExhausted(RuntimeError):
-    """Raised when a query would exceed a pay-what-you-get budget."""
-
-
-@dataclass
-class PayWhatYouGet:
-    """Pay-what-you-get budget for repeated unknown-domain top-k queries (Durfee and Rogers §7).
-
-    ``k_star`` bounds the total ``epsilon``-BR units (items returned + 1 per query) and ``l_star``
-    the number of queries. The whole interaction is ``(epsilon_total, l_star*delta + delta_prime)``
-    -DP with ``epsilon_total = bounded_range_composition(k_star, epsilon, delta_prime)``.
-    """
-
-    k_star: int
-    l_star: int
-    epsilon: float
-    delta: float
-    delta_prime: float = 1e-9
-    units_left: int = field(init=False)
-    queries_left: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        # the least budget that can pay for one query returning one item is 2 units
-        self.k_star = integer(self.k_star, "k_star", minimum=2)
-        self.l_star = integer(self.l_star, "l_star")
-        self.epsilon = positive(self.epsilon, "epsilon")
-        self.delta = validation.delta(self.delta)
-        self.delta_prime = validation.delta(self.delta_prime, "delta_prime")
-        self.units_left = self.k_star
-        self.queries_left = self.l_star
-
-    @property
-    def epsilon_total(self) -> float:
-        return bounded_range_composition(self.k_star, self.epsilon, self.delta_prime)
-
-    @property
-    def delta_total(self) -> float:
-        return self.l_star * self.delta + self.delta_prime
-
-    def query(self, histogram: dict, k: int, kbar: int, rng: RNGLike = None) -> TopKRelease:
-        """Run one Algorithm 2 query, asking for at most what the budget can still pay for."""
-        k, kbar = integer(k, "k"), integer(kbar, "kbar")
-        if self.queries_left < 1 or self.units_left < 2:
-            raise PayWhatYouGetExhausted(
-                f"pay-what-you-get budget exhausted: {self.units_left} units and "
-                f"{self.queries_left} queries left"
-            )
-        k = min(k, self.units_left - 1)
-        release = unknown_domain_top_k(histogram, k, kbar, self.epsilon, self.delta, rng=rng)
-        self.units_left -= len(release) + 1
-        self.queries_left -= 1
-        return release

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, overload
 
 import numpy as np
 
@@ -83,6 +83,10 @@ class GeneratorSource:
 _SECURE = SecureSource()
 
 
+#: The shape of a draw of many values (one value: ``None``).
+Size = int | tuple[int, ...]
+
+
 def as_source(rng: RNGLike = None) -> RandomSource:
     """Resolve the ``rng`` argument every sampler accepts into a word source."""
     if rng is None:
@@ -107,7 +111,11 @@ def _shape(size: int | tuple[int, ...] | None) -> tuple[int, ...]:
     return tuple(int(s) for s in size)
 
 
-def uniform(size: int | tuple[int, ...] | None = None, rng: RNGLike = None) -> np.ndarray | float:
+@overload
+def uniform(size: Size, rng: RNGLike = None) -> np.ndarray: ...
+@overload
+def uniform(size: None = None, rng: RNGLike = None) -> float: ...
+def uniform(size: Size | None = None, rng: RNGLike = None) -> np.ndarray | float:
     """Uniform on ``(0, 1]`` with 53-bit resolution (never exactly 0, so ``log`` is safe)."""
     source = as_source(rng)
     if size is None:
@@ -117,9 +125,11 @@ def uniform(size: int | tuple[int, ...] | None = None, rng: RNGLike = None) -> n
     return (((w >> np.uint64(11)).astype(np.float64) + 1.0) * _INV_2_53).reshape(shape)
 
 
-def discrete_laplace(
-    scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
-) -> np.ndarray | int:
+@overload
+def discrete_laplace(scale: float, size: Size, rng: RNGLike = None) -> np.ndarray: ...
+@overload
+def discrete_laplace(scale: float, size: None = None, rng: RNGLike = None) -> int: ...
+def discrete_laplace(scale: float, size: Size | None = None, rng: RNGLike = None) -> np.ndarray | int:
     """Discrete Laplace on the integers: ``P(X = k) = (1-q)/(1+q) * q**|k|`` with ``q = exp(-1/scale)``.
 
     Shifting the input of a count by 1 changes any outcome's probability by at most ``exp(1/scale)``,
@@ -141,21 +151,27 @@ def discrete_laplace(
     negative = (words & np.uint64(1)) == 0
     # The scalar path's arithmetic, step by step in place: each temporary of a large draw is a fresh
     # mapping whose page faults cost more than the arithmetic itself.
-    w = (words >> np.uint64(11)).astype(np.float64)
-    w += 1.0
-    w *= _INV_2_53
-    w *= half_1pq
-    np.log(w, out=w)
-    w *= 1.0 / log_q
-    magnitude = w.astype(np.int64)
-    np.negative(magnitude, out=magnitude, where=negative)
-    return magnitude.reshape(shape)
+    ws = (words >> np.uint64(11)).astype(np.float64)
+    ws += 1.0
+    ws *= _INV_2_53
+    ws *= half_1pq
+    np.log(ws, out=ws)
+    ws *= 1.0 / log_q
+    magnitudes = ws.astype(np.int64)
+    np.negative(magnitudes, out=magnitudes, where=negative)
+    return magnitudes.reshape(shape)
 
 
+@overload
+def lattice_laplace(scale: float, sensitivity: float, size: Size, rng: RNGLike = None) -> np.ndarray: ...
+@overload
+def lattice_laplace(
+    scale: float, sensitivity: float = 1.0, size: None = None, rng: RNGLike = None
+) -> float: ...
 def lattice_laplace(
     scale: float,
     sensitivity: float = 1.0,
-    size: int | tuple[int, ...] | None = None,
+    size: Size | None = None,
     rng: RNGLike = None,
 ) -> np.ndarray | float:
     """Discrete Laplace on the lattice ``sensitivity * Z`` with the privacy of ``Lap(scale)``.
@@ -172,9 +188,11 @@ def lattice_laplace(
     return units * sensitivity
 
 
-def laplace(
-    scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
-) -> np.ndarray | float:
+@overload
+def laplace(scale: float, size: Size, rng: RNGLike = None) -> np.ndarray: ...
+@overload
+def laplace(scale: float, size: None = None, rng: RNGLike = None) -> float: ...
+def laplace(scale: float, size: Size | None = None, rng: RNGLike = None) -> np.ndarray | float:
     """Continuous Laplace by inverse CDF from secure words (for real-valued scores only)."""
     scale = positive(scale, "scale")
     source = as_source(rng)
@@ -185,14 +203,16 @@ def laplace(
         return magnitude if word & 1 else -magnitude
     shape = _shape(size)
     words = source.words(math.prod(shape))
-    w = ((words >> np.uint64(11)).astype(np.float64) + 1.0) * _INV_2_53
+    ws = ((words >> np.uint64(11)).astype(np.float64) + 1.0) * _INV_2_53
     sign = (words & np.uint64(1)).astype(np.float64) * 2.0 - 1.0
-    return (-scale * np.log(w) * sign).reshape(shape)
+    return (-scale * np.log(ws) * sign).reshape(shape)
 
 
-def gumbel(
-    scale: float, size: int | tuple[int, ...] | None = None, rng: RNGLike = None
-) -> np.ndarray | float:
+@overload
+def gumbel(scale: float, size: Size, rng: RNGLike = None) -> np.ndarray: ...
+@overload
+def gumbel(scale: float, size: None = None, rng: RNGLike = None) -> float: ...
+def gumbel(scale: float, size: Size | None = None, rng: RNGLike = None) -> np.ndarray | float:
     """Gumbel(0, scale): adding it to scores and taking the arg-max samples the exponential mechanism."""
     scale = positive(scale, "scale")
     u = uniform(size, rng)

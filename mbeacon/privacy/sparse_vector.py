@@ -99,7 +99,7 @@ def sparse_vector_engine(
     non-private variant, or the noisy gap ``q + nu - (T + rho)`` when ``release_gap``, Ding et al.'s
     free gap), count it, re-draw ``rho`` when ``redraw``, and halt after ``c`` positives
     (never halts when ``c`` is None). The parameters alone decide whether this is private: the public
-    mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.faulty` are thin wrappers.
+    mechanisms below and the faulty fixtures in :mod:`mbeacon.privacy.audit.faulty` are thin wrappers.
     """
     source = as_source(rng)
     sensitivity = positive(sensitivity, "sensitivity")
@@ -143,10 +143,9 @@ def sparse_vector_engine(
     return NumericAnswers(flags, values)
 
 
-def _single(result: NumericAnswers, numeric: bool) -> NumericAnswers | np.ndarray:
-    if numeric:
-        return NumericAnswers(result.flags[0], result.values[0])
-    return result.flags[0]
+def _single(result: NumericAnswers) -> NumericAnswers:
+    """The one run of a batch of one, with its released values."""
+    return NumericAnswers(result.flags[0], result.values[0])
 
 
 # --- AboveThreshold -------------------------------------------------------------------------------
@@ -310,7 +309,7 @@ def numeric_sparse(
     result = numeric_sparse_batch(
         answers, threshold, epsilon, c, delta=delta, sensitivity=sensitivity, rng=rng
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def _require_lattice(answers: np.ndarray, sensitivity: float) -> None:
@@ -407,7 +406,7 @@ def generalized_svt(
         sensitivity=sensitivity,
         rng=rng,
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def svt_with_gap_batch(
@@ -474,7 +473,7 @@ def svt_with_gap(
         sensitivity=sensitivity,
         rng=rng,
     )
-    return _single(result, numeric=True)
+    return _single(result)
 
 
 def svt_retraversal_batch(

@@ -63,7 +63,7 @@ class SVT2MarginParams(SVT2Params):
         return self.threshold - self.margin_below
 
     @classmethod
-    def from_epsilon(  # type: ignore[override]
+    def from_epsilon(
         cls,
         epsilon: float,
         c: int,

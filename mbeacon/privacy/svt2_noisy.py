@@ -19,8 +19,12 @@ Theorem 1 (2) of ``docs/privacy.md`` (with fixed margins, see :mod:`~mbeacon.pri
 the released values are at most ``c`` Laplace measurements of sensitivity-``D`` counts at scale
 ``cD/eps3``, each shifted by at most ``D`` to map the noise of ``D`` onto that of ``D'``, which costs
 ``eps3 / c`` each; the shifts act on disjoint noise variables, so the factors multiply (this is the
-numeric-output step of Lyu, Su and Li's Theorem 4). The release noise is lattice Laplace, so ``alpha``
-must be a count (a multiple of ``D``); other values are refused.
+numeric-output step of Lyu, Su and Li's Theorem 4). The release noise is Laplace on the integers at
+scale ``cD/eps3``: counts are integers and a neighbour's count differs by an integer of at most ``D``,
+so the shift stays on the lattice and costs at most ``eps3 / c`` whatever ``D``; ``alpha`` must
+therefore be a count (an integer); other values are refused. The service serves these steps
+(:mod:`mbeacon.beacon.sanitisers.svt2_noisy`), so its released counts are integers at any
+contribution bound.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ class SVT2NoisyParams(SVT2MarginParams):
         return self.c * self.sensitivity / self.epsilon3
 
     @classmethod
-    def from_epsilon(  # type: ignore[override]
+    def from_epsilon(
         cls,
         epsilon: float,
         c: int,
@@ -99,10 +103,10 @@ class SVT2NoisyParams(SVT2MarginParams):
         return cls(threshold, eps1, eps2, c, sensitivity, redraw, margin_above, margin_below, eps3)
 
 
-def _check_lattice(values: np.ndarray, sensitivity: float) -> None:
-    units = np.asarray(values, dtype=np.float64) / sensitivity
-    if not np.all(np.isfinite(units)) or not np.all(units == np.round(units)):
-        raise ValueError(f"alpha must be counts on the lattice of the sensitivity ({sensitivity:g})")
+def _check_lattice(values: np.ndarray) -> None:
+    counts = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(counts)) or not np.all(counts == np.round(counts)):
+        raise ValueError("alpha must be counts (integers): the release noise lives on the integer lattice")
 
 
 def svt2_noisy_step(
@@ -111,14 +115,14 @@ def svt2_noisy_step(
     """Answer one query from a saved state: ``(flag, answer, released count or None, state to save)``."""
     # refused before any noise is drawn, whatever the flag would have been: an error that only a
     # TOP raised would tell the caller which way the noisy test went
-    _check_lattice(np.asarray(alpha), params.sensitivity)
+    _check_lattice(np.asarray(alpha))
     source = as_source(rng)
     flag, after = svt2_margin_step(state, alpha, beta, params, source)
     if flag == UNANSWERED:
         return UNANSWERED, UNANSWERED, None, state
     if flag == BOT:
         return BOT, int(beta >= params.threshold), None, after
-    v = alpha + float(lattice_laplace(params.release_scale, params.sensitivity, None, source))
+    v = alpha + float(lattice_laplace(params.release_scale, 1.0, None, source))
     return TOP, int(v >= params.threshold), v, after
 
 
@@ -170,8 +174,8 @@ def svt2_noisy_batch(
     rows, cols = np.nonzero(flags[:, :width] == TOP)
     a = np.asarray(alpha, dtype=np.float64)
     a = a[cols] if a.ndim == 1 else np.broadcast_to(a, flags.shape)[rows, cols]
-    _check_lattice(a, params.sensitivity)
-    v = a + lattice_laplace(params.release_scale, params.sensitivity, a.size, source)
+    _check_lattice(a)
+    v = a + lattice_laplace(params.release_scale, 1.0, a.size, source)
     counts = np.full(flags.shape, np.nan)
     counts[rows, cols] = v
     prior_yes = (np.asarray(beta, dtype=np.float64) >= params.threshold).astype(np.int8)

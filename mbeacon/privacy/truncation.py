@@ -18,7 +18,7 @@ candidate bounds ``b = 1, 2, ..., max_bound - 1`` with the queries
 all of their samples, moves every ``q_b`` by at most 1: sensitivity 1. ``q_b`` rises to 0 once ``b``
 passes every patient's contribution; the first noisy ``q_b`` at or above the threshold gives the
 bound ``b``. If none fires, the bound is ``max_bound``. (This is the textbook's clipping-bound query,
-:mod:`mbeacon.privacy.clipping`, on the integer grid ``1..max_bound`` with step 1, applied to the
+:mod:`mbeacon.privacy.research.clipping`, on the integer grid ``1..max_bound`` with step 1, applied to the
 per-patient contributions.)
 
 The threshold defaults to one query-noise scale below 0 (``-4/eps``; AboveThreshold's query noise is

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import h5py
 import numpy as np
@@ -246,6 +247,29 @@ def _info_from_attrs(attrs: h5py.AttributeManager) -> DatasetInfo:
         bound_epsilon=float(attrs.get("bound_epsilon", 0.0)),
         platform=_text(attrs.get("platform", "")),
     )
+
+
+class Counts(Protocol):
+    """What answering reads of a cohort, plain (:class:`Cohort`) or counted at a contribution bound
+    (:class:`mbeacon.beacon.contribution.TruncatedCohort`): its metadata, its probes and its counts."""
+
+    path: Path
+
+    @property
+    def info(self) -> DatasetInfo: ...
+    @property
+    def n_patients(self) -> int: ...
+    @property
+    def probe_ids(self) -> np.ndarray: ...
+    @property
+    def stored_probe_ids(self) -> np.ndarray: ...
+    def probe_index(self, probe_ids: Iterable[str] | np.ndarray) -> np.ndarray: ...
+    def prepare_lookups(self) -> None: ...
+    def probe_row(self, probe_id: str) -> int: ...
+    def probe_name(self, row: int) -> str: ...
+    def probe_names(self, rows: np.ndarray) -> list[str]: ...
+    def count_one(self, row: int, lo: float, hi: float) -> int: ...
+    def count_in_range(self, index: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray: ...
 
 
 class Cohort:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mbeacon.attack.evaluate import GridConfig
+from mbeacon.beacon.sanitisers import SANITISERS
 from mbeacon.store.simulate import SimulationConfig
 from mbeacon.store.simulate.model import EFFECT_RANGE
 
@@ -13,7 +14,8 @@ from mbeacon.store.simulate.model import EFFECT_RANGE
 QUERY_MARKS = (10, 30, 100, 300, 1000, 3000, 10_000, 30_000)
 #: The mechanisms the service serves (the dataset policy's ``mechanism``), in the order of preference
 #: among otherwise equal settings: the simpler mechanism first.
-MECHANISMS = ("svt2", "svt2-margin", "svt2-noisy", "online-pmw")
+#: (The cohort's shared state has no model in the advisor's evaluation yet: per-account ones only.)
+MECHANISMS = tuple(name for name, s in SANITISERS.items() if s.spends_budget and not s.shared)
 #: The simulation's defaults: the advisor's synthetic disease and measurement follow them.
 _SIMULATION = SimulationConfig()
 

@@ -20,15 +20,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mbeacon.attack.advisor.config import MECHANISMS, AdvisorConfig
+from mbeacon.attack.defences import SERVED as SERVED_AS
+from mbeacon.beacon.sanitisers import sanitiser_of
+from mbeacon.beacon.sanitisers.policy import DEFAULT_RELEASE_SHARE
 
 #: The evaluation's defence names that the service serves, and the policy's mechanism for each.
-SERVED = {
-    "svt2-single": "svt2",
-    "svt2-redraw": "svt2",
-    "svt2-margin": "svt2-margin",
-    "svt2-noisy": "svt2-noisy",
-    "online-pmw": "online-pmw",
-}
+SERVED = {defence: mechanism for defence, (mechanism, _) in SERVED_AS.items()}
 
 
 @dataclass(frozen=True)
@@ -105,13 +102,15 @@ class Candidate:
         if self.variant is not None:
             out["variant"] = self.variant
         margin = float(self.margin or 0.0)
-        if mechanism in ("svt2-margin", "svt2-noisy"):
+        keys = sanitiser_of(mechanism).policy_model.model_fields
+        if "margin_above" in keys:
             out["margin_above"] = margin
             out["margin_below"] = margin
-        if mechanism == "online-pmw":
+        if "margin" in keys:
             out["margin"] = margin
-        if mechanism in ("svt2-noisy", "online-pmw"):
-            out["release_share"] = float(self.release_share if self.release_share is not None else 1 / 3)
+        if "release_share" in keys:
+            share = self.release_share if self.release_share is not None else DEFAULT_RELEASE_SHARE
+            out["release_share"] = float(share)
         out["count_epsilon"] = 0.0
         return out
 

@@ -18,7 +18,8 @@ from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
 from mbeacon.beacon.ledger import schema
 from mbeacon.beacon.ledger.database import Database, Tx, connect
-from mbeacon.beacon.pmw_state import PMWUpdate
+from mbeacon.beacon.sanitisers import sanitiser_of
+from mbeacon.beacon.sanitisers.online_pmw_state import PMWUpdate
 from mbeacon.privacy.svt2 import SVT2State
 
 ROLES = ("researcher", "admin")
@@ -273,7 +274,7 @@ class Ledger:
             return self.override(tx, principal, dataset) or default()
 
     def _open_account(self, tx: Tx, principal: str, dataset: str, params: AccountParams) -> Account:
-        state = params.start_state()
+        state = sanitiser_of(params.mechanism).start_state(params)
         at = stamp(tx)
         tx.durable = tx.new_secrets = True  # secret thresholds are drawn: they must survive once used
         tx.execute(

@@ -16,21 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbeacon.privacy import (
-    clipping,
-    dssgd,
-    faulty,
-    online_pmw,
-    range_queries,
-    selection,
-    sparse_vector,
-    truncation,
-)
+from mbeacon.privacy import sparse_vector, truncation
 from mbeacon.privacy.accounting import svt2_epsilon
+from mbeacon.privacy.audit import faulty
 from mbeacon.privacy.audit.events import Outputs
+from mbeacon.privacy.research import clipping, dssgd, range_queries, selection
 from mbeacon.privacy.svt2 import svt2_allocate, svt2_batch
-from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
-from mbeacon.privacy.svt2_noisy import NoisyRelease, SVT2NoisyParams, svt2_noisy_batch
 
 DEFAULT_EPSILON = 0.5
 QUERIES = 10
@@ -408,13 +399,13 @@ def targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
                     f"SVT² ({variant} threshold pair), c = {c}, eps1/eps2 from svt2_allocate",
                 )
             )
-    for name, fn in [
-        ("svt-roth2011", faulty.svt_roth2011_batch),
-        ("svt-lee-clifton", faulty.svt_lee_clifton_batch),
-        ("svt-stoddard", faulty.svt_stoddard_batch),
-        ("svt-chen", faulty.svt_chen_batch),
-    ]:
-        runner = _numeric(fn, epsilon=eps, c=1) if name == "svt-roth2011" else _flags(fn, epsilon=eps, c=1)
+    faulty_runners: list[tuple[str, Runner]] = [
+        ("svt-roth2011", _numeric(faulty.svt_roth2011_batch, epsilon=eps, c=1)),
+        ("svt-lee-clifton", _flags(faulty.svt_lee_clifton_batch, epsilon=eps, c=1)),
+        ("svt-stoddard", _flags(faulty.svt_stoddard_batch, epsilon=eps, c=1)),
+        ("svt-chen", _flags(faulty.svt_chen_batch, epsilon=eps, c=1)),
+    ]
+    for name, runner in faulty_runners:
         out.append(
             AuditTarget(
                 name,
@@ -454,120 +445,9 @@ def naive_svt2_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
     return out
 
 
-# --- the SVT² sanitisers (svt2_margin.py, svt2_noisy.py, online_pmw.py) and their broken twins -----
-
-PMW_COHORT = 4  # public cohort size of the audit's Online PMW inputs: 4 bins, counts 0..2 around T = 1
-PMW_RANGES = ((0, 1), (0, 2), (1, 2), (2, 4), (0, 1), (0, 2), (1, 2), (2, 4), (0, 1), (0, 2))
-
-
-def pmw_patterns(k: int = QUERIES) -> list[InputPair]:
-    """StatDP's count patterns as the counts of ranges of bins at one probe, whose public prior puts
-    the synthetic counts on both sides of ``T`` (uniform: 1 or 2 patients; skewed: 0.2 to 3.6)."""
-    priors = {
-        "uniform prior": np.full(4, 0.25),
-        "skewed prior": np.array([0.05, 0.05, 0.45, 0.45]),
-    }
-    lo = np.array([r[0] for r in PMW_RANGES[:k]])
-    hi = np.array([r[1] for r in PMW_RANGES[:k]])
-    return [
-        InputPair(f"{p.name}, {label}", p.first, p.second, {"prior": prior, "lo": lo, "hi": hi})
-        for p in statdp_patterns(k)
-        for label, prior in priors.items()
-    ]
-
-
-def _release_outputs(release: NoisyRelease) -> Outputs:
-    """Flag and answer as one code (``flag + 2 answer``, -1 unanswered), released counts as values."""
-    codes = release.flags.astype(np.int16) + 2 * release.answers.astype(np.int16)
-    codes[release.flags < 0] = -1
-    values = np.where(release.flags == 1, release.counts, np.nan)  # BOT counts are public
-    return Outputs(codes, values)
-
-
-def _margin(fn: Callable[..., np.ndarray], params: SVT2MarginParams) -> Runner:
-    def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
-        return Outputs(fn(x, context["beta"], params, runs=runs, rng=rng).astype(np.int16))
-
-    return run
-
-
-def _noisy(fn: Callable[..., NoisyRelease], params: SVT2NoisyParams) -> Runner:
-    def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
-        return _release_outputs(fn(x, context["beta"], params, runs=runs, rng=rng))
-
-    return run
-
-
-def _pmw(fn: Callable[..., NoisyRelease], params: online_pmw.OnlinePMWParams) -> Runner:
-    def run(x: np.ndarray, context: dict, runs: int, rng: np.random.Generator) -> Outputs:
-        release = fn(0, context["lo"], context["hi"], x, context["prior"], params, runs=runs, rng=rng)
-        return _release_outputs(release)
-
-    return run
-
-
-def sanitiser_targets(epsilon: float = DEFAULT_EPSILON) -> list[AuditTarget]:
-    """SVT² with a margin, SVT² with a noisy release and Online PMW, each with its broken twin."""
-    eps = epsilon
-    pairs = tuple(svt2_patterns())
-    margin = SVT2MarginParams.from_epsilon(eps, 5, THRESHOLD, margin_above=1.0, margin_below=1.0)
-    peeking = SVT2MarginParams.from_epsilon(eps, 1, THRESHOLD, margin_above=50.0, margin_below=50.0)
-    noisy = SVT2NoisyParams.from_epsilon(eps, 2, THRESHOLD, margin_above=1.0, margin_below=1.0)
-    pmw = online_pmw.OnlinePMWParams.from_epsilon(eps, 2, THRESHOLD, PMW_COHORT, margin=0.5)
-    pmw_pairs = tuple(pmw_patterns())
-    return [
-        AuditTarget(
-            "svt2-margin-c5",
-            eps,
-            _margin(svt2_margin_batch, margin),
-            pairs,
-            "pass",
-            "SVT² with public margins 1 and 1 (thresholds T + 1 and T - 1), c = 5, single pair",
-        ),
-        AuditTarget(
-            "svt2-noisy-c2",
-            eps,
-            _noisy(svt2_noisy_batch, noisy),
-            pairs,
-            "pass",
-            "SVT² (margins 1), TOPs answered from alpha + Lap(c/eps3), eps3 = eps/3, c = 2",
-        ),
-        AuditTarget(
-            "online-pmw-c2",
-            eps,
-            _pmw(online_pmw.online_pmw_batch, pmw),
-            pmw_pairs,
-            "pass",
-            "Online PMW from the prior (4 bins, n = 4), decision test, margin 0.5, eps3 = eps/3, c = 2",
-        ),
-        AuditTarget(
-            "svt2-margin-peeking",
-            eps,
-            _margin(faulty.svt2_margin_peeking_batch, peeking),
-            pairs,
-            "violation",
-            "incorrect: margins 50 applied only where the exact count agrees with the prior; true cost inf",
-        ),
-        AuditTarget(
-            "svt2-noisy-exact-release",
-            eps,
-            _noisy(faulty.svt2_noisy_exact_release_batch, noisy),
-            pairs,
-            "violation",
-            "incorrect: SVT²'s TOPs answered from the exact count; true cost inf",
-        ),
-        AuditTarget(
-            "online-pmw-exact-update",
-            eps,
-            _pmw(faulty.online_pmw_exact_update_batch, pmw),
-            pmw_pairs,
-            "violation",
-            "incorrect: Online PMW's histogram moved to the exact count; true cost inf",
-        ),
-    ]
-
-
 def all_targets(epsilon: float = DEFAULT_EPSILON) -> dict[str, AuditTarget]:
+    from mbeacon.privacy.audit.sanitiser_targets import sanitiser_targets  # it builds on this module
+
     everything = (
         targets(epsilon)
         + naive_svt2_targets(epsilon)

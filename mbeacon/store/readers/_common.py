@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import IngestError
+from ._batches import align, rebatch
 from ._model import MatrixBatch
 from ._stream import LineReader, StreamError
-from ._table import Converted, Layout, TableParser, align, first_line_of, rebatch, split_fields
+from ._table import Converted, Layout, TableParser, first_line_of, split_fields
 
 #: Threads converting chunks ahead of the one being accepted (Arrow releases the GIL while parsing).
 WORKERS = max(1, min(4, os.cpu_count() or 1))

@@ -137,13 +137,14 @@ def _flat_masses(mass: PriorMass, plans: Sequence[tuple[str, list[tuple[float, f
 
 
 def synthetic_count(
-    params: OnlinePMWParams, probe: str, lo: float, hi: float, updates: Sequence[PMWUpdate], mass: PriorMass
+    n: int, probe: str, lo: float, hi: float, updates: Sequence[PMWUpdate], mass: PriorMass
 ) -> float:
-    """``s``: the synthetic count of ``[lo, hi]`` after ``updates`` (public, free)."""
-    segs, prior = histogram_for(probe, [(u.lo, u.hi) for u in updates] + [(lo, hi)], params.n, mass)
+    """``s``: the synthetic count of ``[lo, hi]`` after ``updates`` in a cohort of ``n`` patients
+    (public, free). The evaluation's model of the service (:mod:`mbeacon.attack.pmw_state`) uses it too."""
+    segs, prior = histogram_for(probe, [(u.lo, u.hi) for u in updates] + [(lo, hi)], n, mass)
     h = synthetic_histogram(prior, [(*covered(segs, u.lo, u.hi), u.value) for u in updates])
     i, j = covered(segs, lo, hi)
-    return params.n * float(h[i:j].sum())
+    return n * float(h[i:j].sum())
 
 
 def _starting_counts(
@@ -173,7 +174,7 @@ def _starting_counts(
     s = params.n * sums[2::4] / sums[0::4]
     for k, q in enumerate(queries):
         if updates.get(q.probe):
-            s[k] = synthetic_count(params, q.probe, q.lo, q.hi, updates[q.probe], mass)
+            s[k] = synthetic_count(params.n, q.probe, q.lo, q.hi, updates[q.probe], mass)
     return s
 
 
@@ -185,10 +186,13 @@ def run(
     updates: dict[str, list[PMWUpdate]],
     mass: PriorMass,
     rng=None,
+    *,
+    limit: int | None = None,
 ) -> PMWRun:
     """Answer ``queries`` in order from the account's threshold ``z`` (secret), ``count`` positives
     spent and its recorded ``updates`` by probe (extended in place by this stream's TOPs, so a later
-    query of the same request sees an earlier one's update).
+    query of the same request sees an earlier one's update). The stream halts when ``count`` reaches
+    ``limit`` (``params.c`` by default; a cohort-pmw caller's quota may stop it earlier).
 
     :func:`~mbeacon.privacy.online_pmw.online_pmw_step`'s test, on the whole stream at once: every
     query's noise ``nu`` is drawn up front (independent of everything, and unseen until its query is
@@ -212,12 +216,13 @@ def run(
         at_probe.setdefault(q.probe, []).append(m)
     i = 0
     while i < k:
-        if out.count >= params.c:  # halted: the rest are answered from the synthetic distribution
+        if out.count >= (params.c if limit is None else min(limit, params.c)):  # halted: the rest are
+            # answered from the synthetic distribution
             flags[i:] = UNANSWERED
             break
         yes = s[i:] >= params.threshold
-        q = np.where(yes, t - 1 - alpha[i:], alpha[i:] - t)
-        tops = np.flatnonzero(q + nu[i:] >= bar)
+        test = np.where(yes, t - 1 - alpha[i:], alpha[i:] - t)
+        tops = np.flatnonzero(test + nu[i:] >= bar)
         if tops.size == 0:
             break
         j = i + int(tops[0])
@@ -230,7 +235,8 @@ def run(
         out.count += 1
         same = at_probe[top.probe]
         for m in same[bisect.bisect_right(same, j) :]:
-            s[m] = synthetic_count(params, top.probe, queries[m].lo, queries[m].hi, updates[top.probe], mass)
+            later = queries[m]
+            s[m] = synthetic_count(params.n, top.probe, later.lo, later.hi, updates[top.probe], mass)
         i = j + 1
     value = np.where(flags == TOP, released, s)  # v on a TOP, the synthetic count elsewhere
     out.flags = flags.tolist()

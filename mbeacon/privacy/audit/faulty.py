@@ -35,10 +35,10 @@ import math
 
 import numpy as np
 
-from mbeacon.privacy.clipping import AutoClipRelease, clipped_sums
-from mbeacon.privacy.dssgd import dssgd_select_batch
 from mbeacon.privacy.noise import RNGLike, as_source, laplace, lattice_laplace
 from mbeacon.privacy.online_pmw import OnlinePMWParams, online_pmw_batch
+from mbeacon.privacy.research.clipping import AutoClipRelease, clipped_sums
+from mbeacon.privacy.research.dssgd import dssgd_select_batch
 from mbeacon.privacy.sparse_vector import NumericAnswers, sparse_vector_engine
 from mbeacon.privacy.svt2_margin import SVT2MarginParams, svt2_margin_batch
 from mbeacon.privacy.svt2_noisy import NoisyRelease, SVT2NoisyParams
