@@ -749,6 +749,25 @@ def test_admin_add_user_gives_a_working_key_and_revoke_stops_it(app, admin_key, 
     assert client.post("/api/admin/users", json={"name": "zed"}, headers=bearer(key)).status_code == 401
 
 
+def test_an_expired_key_is_refused_as_expired_and_the_admin_api_sets_expiries(app, admin_key, probes) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    client = app.test_client()
+    ledger = app.config["MBEACON"].ledger
+    expired = ledger.add_user("old", expires=(datetime.now(UTC) - timedelta(seconds=1)).isoformat())
+    refused = client.get("/api/methylation", query_string={"probeId": probes[0]}, headers=bearer(expired))
+    assert refused.status_code == 401
+    assert refused.get_json()["error"]["errorMessage"] == "invalid, revoked or expired API key"
+    created = client.post("/api/admin/users", json={"name": "new", "expires": "2999-01-01"},
+                          headers=bearer(admin_key))  # fmt: skip
+    assert created.status_code == 201
+    assert created.get_json()["response"]["user"]["expires"] == "2999-01-01T00:00:00+00:00"
+    for past in ("2001-01-01", "yesterday"):
+        bad = client.post("/api/admin/users", json={"name": "x", "expires": past}, headers=bearer(admin_key))
+        assert bad.status_code == 400 and "expires" in bad.get_json()["error"]["errorMessage"]
+    assert ledger.user("x") is None
+
+
 def test_admin_user_errors_are_client_errors(app, admin_key) -> None:
     client = app.test_client()
     unknown = client.post("/api/admin/users/nobody/revoke", headers=bearer(admin_key))
@@ -824,7 +843,7 @@ def test_admin_budget_targets_must_exist(app, admin_key) -> None:
         "/api/admin/budget/user:bob/no-such-cohort", json={"c": 3}, headers=bearer(admin_key)
     )
     assert unknown.status_code == 404
-    bad_holder = client.put(f"/api/admin/budget/bob/{DEMO}", json={"c": 3}, headers=bearer(admin_key))
+    bad_holder = client.put(f"/api/admin/budget/user:/{DEMO}", json={"c": 3}, headers=bearer(admin_key))
     assert bad_holder.status_code == 400
     reset = client.post("/api/admin/budget/user:bob/no-such-cohort/reset", json={"confirm": True},
                         headers=bearer(admin_key))  # fmt: skip

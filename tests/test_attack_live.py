@@ -444,7 +444,7 @@ def test_client_gives_up_on_persistent_errors_without_showing_the_key() -> None:
 
     def refused_key(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
-            401, json={"error": {"errorCode": 401, "errorMessage": "invalid or revoked API key"}}
+            401, json={"error": {"errorCode": 401, "errorMessage": "invalid, revoked or expired API key"}}
         )
 
     with _client(refused_key) as client, pytest.raises(LiveAttackError, match=r"401.*check --key"):

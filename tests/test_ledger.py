@@ -149,6 +149,7 @@ def _sqlite_tables(path: Path) -> dict[str, str]:
 
 
 KEPT = {"accounts": "principal, dataset, params, z1, z2, positives, created, updated"}  # all but queries
+USERS_V1 = "name, role, tier, group_name, key_id, key_salt, key_hash, created, revoked"  # version 4 adds one
 
 
 def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
@@ -163,9 +164,13 @@ def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
         old.setattr(schema, "LATEST", 1)
         v1 = Ledger.open(f"sqlite:///{path}")
     try:
-        for name in ("alice", "bob"):
-            v1.add_user(name)
         with v1.db.transaction() as tx:
+            for name in ("alice", "bob"):  # a user row as version 1 wrote it
+                tx.execute(
+                    "INSERT INTO users (name, role, tier, key_id, key_salt, key_hash, created)"
+                    " VALUES (?, 'researcher', 'REGISTERED', ?, '00', '00', '2026-01-01')",
+                    (name, name * 2),
+                )
             for holder in ("user:alice", "user:bob"):  # an account row as version 1 wrote it
                 tx.execute(
                     "INSERT INTO accounts (principal, dataset, params, z1, z2, positives, queries, created,"
@@ -191,7 +196,9 @@ def test_sqlite_version_2_keeps_every_row_of_a_version_1_ledger(
         assert schema.current_version(ledger.db) == schema.LATEST
         with ledger.db.transaction(write=False) as tx:
             for table, rows in rows_before.items():
-                assert sorted(tx.execute(f"SELECT * FROM {table}").fetchall()) == rows, table
+                columns = USERS_V1 if table == "users" else "*"
+                assert sorted(tx.execute(f"SELECT {columns} FROM {table}").fetchall()) == rows, table
+        assert {user.expires for user in ledger.users()} == {None}  # version 4: no key expires
         assert ledger.accounts_and_answers("user:bob") == [(ledger.account("user:bob", "demo"), 2)]
         assert ledger.accounts() == accounts_before
         tables = _sqlite_tables(path)
@@ -291,16 +298,18 @@ def test_authenticate(ledger: Ledger) -> None:
     ledger.revoke_user("alice")
     assert ledger.authenticate(new) is None
     assert ledger.user("alice").revoked is not None
+    with pytest.raises(AlreadyExists, match="was revoked"):
+        ledger.add_user("alice")  # the name is alice's: it points to rotate
+    back = ledger.rotate_key("alice")  # a revoked user comes back with a new key only
+    assert ledger.authenticate(new) is None and ledger.authenticate(back).name == "alice"
     with pytest.raises(UnknownTarget):
-        ledger.rotate_key("alice")  # a revoked user gets no new key
-    with pytest.raises(AlreadyExists):
-        ledger.add_user("alice")
+        ledger.rotate_key("nobody")
     with pytest.raises(UnknownTarget):
         ledger.revoke_user("nobody")
     with pytest.raises(InvalidRequest):
         ledger.add_user("bob", role="superuser")
     events = [row[2] for row in audit_rows(ledger)]
-    assert events == ["user_add", "key_rotate", "user_revoke"]
+    assert events == ["user_add", "key_rotate", "user_revoke", "user_reinstate"]
 
 
 # --- budget accounts, cache, audit ------------------------------------------------------------
@@ -600,3 +609,29 @@ def test_a_transaction_that_waited_for_the_account_lock_sees_the_answers_cached_
         ledger.store_answers(tx, "group:lab", "demo", [("k", CachedAnswer(True, "data", None))])
     waiter.join(timeout=30)
     assert seen == [{"k": CachedAnswer(True, "data", None)}]
+
+
+# --- key expiry (schema version 4) ----------------------------------------------------------------
+
+
+def test_a_key_works_until_it_expires_and_rotation_keeps_or_sets_the_expiry(ledger: Ledger) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from mbeacon.beacon.errors import InvalidRequest
+
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(days=90)).isoformat()
+    lasting = ledger.add_user("alice", expires=future, actor="test")
+    gone = ledger.add_user("bob", expires=past, actor="test")
+    assert ledger.authenticate(lasting).expires == future
+    assert ledger.authenticate(gone) is None  # expired: as a revoked key
+    assert ledger.user("bob").expires == past  # still a user, with their budget
+    with pytest.raises(InvalidRequest, match=r"'bob'.s key expired at .*--expires-in"):
+        ledger.rotate_key("bob", actor="test")  # keeping an expiry that has passed would be a dead key
+    renewed = ledger.rotate_key("bob", actor="test", expires=future)
+    assert ledger.authenticate(renewed).expires == future
+    kept = ledger.rotate_key("alice", actor="test")  # the default: the user's expiry
+    assert ledger.authenticate(kept).expires == future
+    forever = ledger.rotate_key("alice", actor="test", expires=None)
+    assert ledger.authenticate(forever).expires is None
+    assert "expires=" in ledger.audit_log(limit=None)[-1]["detail"]

@@ -51,10 +51,20 @@ def test_shared_holders_have_no_name(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["bob", "user:", "user:user:bob", "group:a b", "user:\x00", "user:bоb", "team:x", "user:" + "x" * 65],
+    [
+        "user:",
+        "user:user:bob",
+        "bob:",
+        ":bob",
+        "group:a b",
+        "user:\x00",
+        "user:bоb",
+        "team:x",
+        "user:" + "x" * 65,
+    ],
 )
 def test_malformed_holders_are_refused_by_name(text: str) -> None:
-    with pytest.raises(InvalidRequest, match="budget holder must be user:NAME"):
+    with pytest.raises(InvalidRequest, match="budget holder must be NAME, user:NAME"):
         Holder.parse(text)
     assert not re.fullmatch(HOLDER_PATTERN, text)
 
@@ -77,7 +87,7 @@ def test_a_revoked_name_cannot_be_taken_again_in_another_spelling(ledger: Ledger
     operations.revoke_user(ledger, "DUP2", actor="test")
     assert ledger.user("dup2").revoked is not None
     for spelling in ("Dup2", "dup2 ", "ｄｕｐ２"):
-        with pytest.raises(AlreadyExists, match="'dup2' exists"):
+        with pytest.raises(AlreadyExists, match="'dup2' was revoked"):
             operations.add_user(ledger, operations.validated_user(name=spelling), actor="test")
     assert [user.name for user in ledger.users()] == ["dup2"]
 
@@ -121,11 +131,19 @@ def test_users_added_rotated_and_revoked_through_the_use_cases(ledger: Ledger) -
     new = operations.rotate_key(ledger, "alice", actor="test")
     assert ledger.authenticate(key) is None and ledger.authenticate(new).name == "alice"
     operations.revoke_user(ledger, "alice", actor="test")
-    with pytest.raises(UnknownTarget, match="no active user"):
-        operations.rotate_key(ledger, "alice", actor="test")
+    assert ledger.authenticate(new) is None
+    with pytest.raises(AlreadyExists, match=r"was revoked: `mbeacon users rotate alice`"):
+        operations.add_user(ledger, operations.validated_user(name="alice"), actor="test")
+    back = operations.rotate_key(ledger, "alice", actor="test")  # the one way back: a new key
+    assert ledger.authenticate(back).name == "alice" and ledger.authenticate(new) is None
+    assert ledger.user("alice").revoked is None
+    with pytest.raises(UnknownTarget, match=r"no user 'nobody' .create one with `mbeacon users add"):
+        operations.rotate_key(ledger, "nobody", actor="test")
     with pytest.raises(UnknownTarget, match="no user"):
         operations.revoke_user(ledger, "nobody", actor="test")
-    assert [row["actor"] for row in ledger.audit_log()] == ["test"] * 3
+    log = ledger.audit_log()
+    assert [row["event"] for row in log] == ["user_reinstate", "user_revoke", "key_rotate", "user_add"]
+    assert {(row["actor"], row["principal"]) for row in log} == {("test", "user:alice")}
 
 
 @pytest.mark.parametrize(
@@ -198,18 +216,16 @@ def test_the_cli_refuses_what_the_admin_api_refuses(cli_config: Path) -> None:
 
     config = ("--config", str(cli_config))
     assert _cli("users", "add", "dup2", *config).exit_code == 0
-    assert _cli("users", "revoke", "DUP2", *config).exit_code == 0
+    assert _cli("users", "revoke", "DUP2", "--yes", *config).exit_code == 0
     for spelling in ("Dup2", "dup2 ", "ｄｕｐ２"):
         again = _cli("users", "add", spelling, *config)
-        assert (again.exit_code, again.output.strip()) == (
-            2,
-            "error: user 'dup2' exists (rotate its key instead, or choose another name)",
-        )
+        assert again.exit_code == 2
+        assert again.output.startswith("error: user 'dup2' was revoked: `mbeacon users rotate dup2`")
     for args, message in [
         (("users", "add", "user:dup3"), "error: name: String should match pattern"),
         (
             ("budget", "set", "user:user:x", DEMO_DATASET, "--c", "3"),
-            "error: budget holder must be user:NAME",
+            "error: budget holder must be NAME, user:NAME",
         ),
         (
             ("budget", "set", "alice", "no-such-cohort", "--c", "3"),
@@ -220,7 +236,7 @@ def test_the_cli_refuses_what_the_admin_api_refuses(cli_config: Path) -> None:
             "error: budget: count_epsilon is carved",
         ),
         (("budget", "reset", "alice", "no-such-cohort", "--confirm"), "error: no dataset 'no-such-cohort'"),
-        (("users", "rotate", "nobody"), "error: no active user 'nobody'"),
+        (("users", "rotate", "nobody"), "error: no user 'nobody'"),
     ]:
         refused = _cli(*args, *config)
         assert refused.exit_code == 2 and refused.output.startswith(message), (args, refused.output)
@@ -258,10 +274,19 @@ def test_one_name_rule_over_http_and_on_the_command_line(tmp_path: Path, cli_con
                 assert again.status_code == 409, again.text
                 done = subprocess.run([*cli, "users", "add", spelling, "--config", str(cli_config)],
                                       capture_output=True, text=True, timeout=60)  # fmt: skip
-                assert done.returncode == 2 and "'dup2' exists" in done.stderr
+                assert done.returncode == 2 and "'dup2' was revoked" in done.stderr
             assert client.post("/users", json={"name": "user:dup3"}).status_code == 400
             changed = client.put(f"/budget/User:Alice/{DEMO_DATASET}", json={"c": 3})
             assert changed.status_code == 200 and changed.json()["response"]["budgetHolder"] == "user:alice"
+            # one spelling of a holder: a bare name is the user's, in paths and filters as on the CLI
+            bare = client.put(f"/budget/Alice/{DEMO_DATASET}", json={"c": 4})
+            assert bare.status_code == 200 and bare.json()["response"]["budgetHolder"] == "user:alice"
+            found = client.get("/audit", params={"holder": "alice"}).json()["response"]["entries"]
+            assert [e["event"] for e in found] == ["budget_set", "budget_set"]
+            assert {e["principal"] for e in found} == {"user:alice"}
+            shown = subprocess.run([*cli, "budget", "show", "user:dup2", "--json", f"--config={cli_config}"],
+                                   capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert shown.returncode == 0 and shown.stdout.strip() == "[]"
     events = [(e["event"], e["principal"]) for e in Ledger.open(ledger_url).audit_log()]
     assert ("budget_set", "user:alice") in events
     assert [e for e, _ in events].count("user_add") == 2  # ops and dup2: no respelling got through

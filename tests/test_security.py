@@ -513,9 +513,11 @@ def test_keys_are_shown_once_and_never_again(make_app, probes, tmp_path, capture
         assert not {k.lower() for k in _keys_in(entry)} & {"key", "authorization", "key_hash", "key_salt"}
     # the users listings carry no key material at all
     for user in json.loads(cli_outputs[1].stdout):
-        assert set(user) == {"name", "role", "tier", "group", "created", "revoked"}
+        assert set(user) == {"name", "role", "tier", "group", "created", "revoked", "expires"}
     listing = client.get("/api/admin/users", headers=world.headers["admin"]).get_json()["response"]["users"]
-    assert all(set(user) == {"name", "role", "tier", "group", "created", "revoked"} for user in listing)
+    assert all(
+        set(user) == {"name", "role", "tier", "group", "created", "revoked", "expires"} for user in listing
+    )
 
 
 def _exchange(response) -> str:

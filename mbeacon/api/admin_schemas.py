@@ -29,6 +29,7 @@ class User(BaseModel):
     group: str | None
     created: str
     revoked: str | None = Field(description="When the key was revoked (null: active).")
+    expires: str | None = Field(None, description="When the key stops working (null: never).")
 
 
 class UserList(BaseModel):

@@ -36,7 +36,7 @@ def bearer_key() -> str | None:
 
 
 def authenticated_user() -> User | None:
-    """The user behind the bearer key (None without a header); 401 for a bad or revoked key.
+    """The user behind the bearer key (None without a header); 401 for a bad, revoked or expired key.
 
     The outcome, a refusal included, is kept for the rest of the request: the key is checked once
     per request whatever it is (the rate limiter asks before the route does), so a valid key id
@@ -52,7 +52,7 @@ def authenticated_user() -> User | None:
         if key is not None:
             user = runtime().ledger.authenticate(key)
             if user is None:
-                raise AuthError(401, "invalid or revoked API key")
+                raise AuthError(401, "invalid, revoked or expired API key")
     except AuthError as error:
         g.mbeacon_auth_error = error
         raise

@@ -26,7 +26,9 @@ def admin_paths(rate: dict) -> dict:
         responses.update({**rate, **errors({503: None})})
         return operation(operation_id, "admin", summary, responses, security=BEARER, **extra)
 
-    holder = path("holder", "Budget holder: `user:NAME`, `group:NAME`, `global` or `anonymous`.")
+    holder = path(
+        "holder", "Budget holder: `NAME` (the same as `user:NAME`), `group:NAME`, `global` or `anonymous`."
+    )
     target = [holder, path("dataset", "Dataset id.")]
     holder_schema = {"type": "string", "pattern": HOLDER_PATTERN}
     no_dataset = {404: "No such dataset in the store."}

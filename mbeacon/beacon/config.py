@@ -95,6 +95,9 @@ class ServiceConfig(BaseModel):
     metrics_public: bool = False
     cors_origins: list[str] = Field(default_factory=list, max_length=100)
     default_prior: str | None = None
+    #: Who the audit log names for changes made with the ``mbeacon`` command on this beacon's ledger
+    #: (``cli:OPERATOR``); unset: the OS user running the command.
+    operator: str | None = Field(None, min_length=1, max_length=100)
     defaults: DatasetPolicy = Field(default_factory=lambda: dataset_policy())
     datasets: dict[str, DatasetPolicy] = Field(default_factory=dict)
 

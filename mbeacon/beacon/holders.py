@@ -3,9 +3,10 @@ admin API.
 
 A budget holder is written ``user:NAME``, ``group:NAME``, ``global`` (one budget for every caller),
 ``anonymous`` (the callers without a key, when the service lets them in) or ``cohort`` (the state a
-shared sanitiser keeps for the whole cohort: an operator's target, never a caller's budget). User and
-group names share one pattern, which also keeps them safe in URLs, log lines and both ledger
-databases (no NUL bytes, no separators).
+shared sanitiser keeps for the whole cohort: an operator's target, never a caller's budget); a bare
+``NAME`` is ``user:NAME``, on the command line and in the admin API alike (so a user named ``global``,
+``anonymous`` or ``cohort`` is written with its ``user:``). User and group names share one pattern,
+which also keeps them safe in URLs, log lines and both ledger databases (no NUL bytes, no separators).
 
 A name has one spelling (:func:`canonical_name`): Unicode compatibility forms (full-width letters),
 surrounding white space and letter case are not part of it, so ``Dup2``, ``"dup2 "`` and ``ｄｕｐ２`` all
@@ -26,8 +27,8 @@ from mbeacon.beacon.errors import InvalidRequest
 #: 64 characters at most.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._@-]{0,63}$"
 _NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
-#: A budget holder as written in the admin API's paths and filters.
-HOLDER_PATTERN = rf"^(user:|group:){_NAME}$|^global$|^anonymous$|^cohort$"
+#: A budget holder as written in the admin API's paths and filters and on the command line.
+HOLDER_PATTERN = rf"^(user:|group:)?{_NAME}$|^global$|^anonymous$|^cohort$"
 #: Holders written without a name.
 SPECIAL_HOLDERS = ("global", "anonymous", "cohort")
 
@@ -57,23 +58,22 @@ class Holder:
 
     @classmethod
     def parse(cls, text: str, *, what: str = "budget holder") -> Holder:
-        """A holder as the admin API writes it, in any spelling of it (:func:`canonical_name`);
-        :class:`InvalidRequest` naming ``what`` otherwise."""
+        """A holder in any spelling of it (:func:`canonical_name`), a bare name being that user's
+        (``alice`` is ``user:alice``); :class:`InvalidRequest` naming ``what`` otherwise."""
         canonical = canonical_name(text)
         if re.fullmatch(HOLDER_PATTERN, canonical) is None:
             raise InvalidRequest(
-                f"{what} must be user:NAME, group:NAME, global, anonymous or cohort, not {text[:70]!r}"
+                f"{what} must be NAME, user:NAME, group:NAME, global, anonymous or cohort, not {text[:70]!r}"
             )
+        if ":" not in canonical and canonical not in SPECIAL_HOLDERS:
+            return cls("user", canonical)
         kind, _, name = canonical.partition(":")
         return cls(kind, name or None)  # type: ignore[arg-type]
 
     @classmethod
     def from_command_line(cls, text: str) -> Holder:
-        """A holder as an operator types it: a bare name is that user's (``alice`` is ``user:alice``)."""
-        canonical = canonical_name(text)
-        if ":" in canonical or canonical in SPECIAL_HOLDERS:
-            return cls.parse(canonical)
-        return cls.parse(f"user:{canonical}")
+        """A holder as an operator types it: :meth:`parse` (the admin API reads holders the same way)."""
+        return cls.parse(text)
 
 
 def budget_holder(scope: str, user: str, group: str | None, anonymous: bool) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
@@ -19,8 +20,9 @@ from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.config import ServiceConfig, Tier
 from mbeacon.beacon.errors import InvalidRequest, UnknownTarget
 from mbeacon.beacon.holders import NAME_PATTERN, Holder, canonical_name
+from mbeacon.beacon.keys import expiry_at
 from mbeacon.beacon.ledger import Ledger
-from mbeacon.beacon.ledger.ledger import ROLES
+from mbeacon.beacon.ledger.ledger import KEEP, ROLES
 from mbeacon.beacon.sanitisers import account_params, sanitiser_of
 from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.pydantic_errors import describe
@@ -34,6 +36,16 @@ class NewUser(BaseModel):
     tier: Tier = "REGISTERED"
     role: str = Field("researcher", pattern=f"^({'|'.join(ROLES)})$")
     group: str | None = Field(None, pattern=NAME_PATTERN)
+    expires: str | None = Field(
+        None,
+        description="When the key stops working: an ISO date or time in the future (UTC unless it says).",
+    )
+
+    @field_validator("expires")
+    @classmethod
+    def _expiry(cls, value: str | None) -> str | None:
+        """Stored as one form (ISO, UTC), so that it compares and shows the same everywhere."""
+        return None if value is None else expiry_at(value).isoformat()
 
     @field_validator("name", "group", mode="before")
     @classmethod
@@ -83,12 +95,16 @@ def validated_user(**fields: Any) -> NewUser:
 
 def add_user(ledger: Ledger, new: NewUser, *, actor: str) -> str:
     """Create the user and return their key, shown this once (the ledger keeps only a salted hash)."""
-    return ledger.add_user(new.name, tier=new.tier, role=new.role, group=new.group, actor=actor)
+    return ledger.add_user(
+        new.name, tier=new.tier, role=new.role, group=new.group, actor=actor, expires=new.expires
+    )
 
 
-def rotate_key(ledger: Ledger, name: str, *, actor: str) -> str:
-    """A new key for an active user (named in any spelling); the old one stops working at once."""
-    return ledger.rotate_key(canonical_name(name), actor=actor)
+def rotate_key(ledger: Ledger, name: str, *, actor: str, expires: datetime | str | None = KEEP) -> str:
+    """A new key for a user (named in any spelling; a revoked one is reinstated); the old one stops
+    working at once. ``expires``: when the new key stops (None: never; :data:`KEEP`: the user's)."""
+    when = expires.astimezone(UTC).isoformat() if isinstance(expires, datetime) else expires
+    return ledger.rotate_key(canonical_name(name), actor=actor, expires=when)
 
 
 def revoke_user(ledger: Ledger, name: str, *, actor: str) -> None:

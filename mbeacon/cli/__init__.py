@@ -9,6 +9,7 @@ Flask or httpx:
 * :mod:`.users` -- ``users``, the keys of researchers and operators;
 * :mod:`.budget` -- ``budget``, the privacy budgets in the ledger and the SVT² parameter advisor;
 * :mod:`.db` -- ``db``, the ledger's schema;
+* :mod:`.log` -- ``log``, the ledger's audit log, read and exported;
 * :mod:`.data` -- ``ingest``, ``datasets`` and ``demo-data``, the cohort store;
 * :mod:`.annotation` -- ``annotation``, the probe annotations of array platforms;
 * :mod:`.prior` -- ``prior``, the population priors;
@@ -28,6 +29,9 @@ import click
 
 from mbeacon import __version__
 from mbeacon.cli.lazy_group import HELP_OPTIONS, LazyCommand, LazyGroup
+
+#: Where ``--actor`` is kept in the root context's ``meta`` (read by ``mbeacon.cli._service.cli_actor``).
+ACTOR_KEY = "mbeacon.actor"
 
 COMMANDS = {
     "annotation": LazyCommand(
@@ -64,6 +68,10 @@ COMMANDS = {
     "ingest": LazyCommand(
         "mbeacon.cli.data:ingest", "Ingest a methylation matrix file into the store as a new dataset."
     ),
+    "log": LazyCommand(
+        "mbeacon.cli.log:log",
+        "Read and export the ledger's audit log: who changed what, and which queries were answered.",
+    ),
     "prior": LazyCommand(
         "mbeacon.cli.prior:prior",
         "Population priors: what a general population looks like at each CpG probe.",
@@ -85,8 +93,28 @@ COMMANDS = {
 
 @click.group(cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings=HELP_OPTIONS)
 @click.version_option(__version__, prog_name="mbeacon")
-def main() -> None:
+@click.option(
+    "--actor",
+    default=None,
+    metavar="NAME",
+    help="Who the audit log names for the changes this command makes. "
+    "[default: the configuration's operator, else the OS user]",
+)
+@click.pass_context
+def main(ctx: click.Context, actor: str | None) -> None:
     """MBeacon: a privacy-preserving Beacon for DNA methylation data.
 
-    Start with `mbeacon audit` to check that every privacy mechanism keeps its promised epsilon.
+    \b
+    First steps of an operator:
+      mbeacon demo                                    a demo beacon to try: its url and a key
+      mbeacon ingest FILE --store S --dataset ID      a cohort into the store
+      mbeacon prior import-means --store S --name P   a population prior
+      mbeacon users add NAME --config FILE            a researcher's key (--admin: an operator's)
+      mbeacon serve --config FILE                     the beacon under gunicorn
+      mbeacon log --config FILE                       who changed what: the audit log
+    See README.md and deploy/README.md; `mbeacon audit` tests the privacy mechanisms.
     """
+    if actor is not None:
+        if not actor.strip():
+            raise click.BadParameter("give a name", param_hint="--actor")
+        ctx.meta[ACTOR_KEY] = actor.strip()

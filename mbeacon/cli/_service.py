@@ -11,6 +11,7 @@ reads never creates a ledger either.
 
 from __future__ import annotations
 
+import getpass
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ import click
 
 from mbeacon.cli._extras import require_extra
 from mbeacon.cli._ui import fail
+from mbeacon.cli.lazy_group import Group
 
 if TYPE_CHECKING:
     from mbeacon.beacon.config import ServiceConfig
@@ -105,18 +107,42 @@ def open_ledger(config: ServiceConfig, *, create: bool = True) -> Ledger:
         fail(str(error))
 
 
-def cli_actor() -> str:
-    """Who the audit log names for a change made on the command line: ``cli:<login name>``."""
-    try:
-        return f"cli:{os.getlogin()}"
-    except OSError:
-        return f"cli:{os.environ.get('USER', 'unknown')}"
+def cli_actor(config: ServiceConfig | None = None) -> str:
+    """Who the audit log names for a change made on the command line: ``cli:<operator>``, the operator
+    being ``mbeacon --actor NAME``, else the configuration's ``operator``, else the OS user running the
+    command (:func:`getpass.getuser`, which reads ``$LOGNAME``/``$USER`` and then the password database),
+    else the numeric user id: a name that says who, never "unknown"."""
+    from mbeacon.cli import ACTOR_KEY
+
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.find_root().meta.get(ACTOR_KEY) if ctx is not None else None
+    if not chosen and config is not None:
+        chosen = config.operator
+    if not chosen:
+        try:
+            chosen = getpass.getuser()
+        except (OSError, KeyError):  # no login variable and no password entry (a bare container uid)
+            chosen = f"uid {os.getuid()}"
+    return f"cli:{chosen}"
 
 
-class LedgerGroup(click.Group):
+class LedgerGroup(Group):
     """Commands that use the ledger: one it cannot reach or write (down, disk full, read-only file
     system), or an operator request it refuses (an unknown user, a name taken, a bad parameter), is a
     one-line error and exit status 2, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from mbeacon.beacon.errors import OperationError
+        from mbeacon.beacon.ledger import LedgerUnavailable
+
+        try:
+            return super().invoke(ctx)
+        except (LedgerUnavailable, OperationError) as error:
+            fail(str(error))
+
+
+class LedgerCommand(click.Command):
+    """A single command that uses the ledger, with :class:`LedgerGroup`'s one-line errors."""
 
     def invoke(self, ctx: click.Context) -> object:
         from mbeacon.beacon.errors import OperationError

@@ -38,6 +38,31 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
+def table_console() -> Console:
+    """A console for tables on stdout: the terminal's width, or, when stdout is a pipe or a file,
+    wide enough for any row (rich would otherwise cut every table to 80 columns)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=100_000)
+
+
+def confirmed(question: str, refusal: str, *, yes: bool) -> None:
+    """Go on when ``yes`` (``--yes``/``--confirm``) was given; ask ``question`` when stdin is a terminal
+    (no: abort, status 1); otherwise refuse with ``error: REFUSAL; add --yes to do it`` (status 2),
+    so that a script never destroys anything it did not say it meant to."""
+    if yes:
+        return
+    if sys.stdin.isatty():
+        click.confirm(question, abort=True)
+        return
+    fail(f"{refusal}; add --yes to do it")
+
+
+#: The option of every destructive command: ``--yes`` (``-y``; ``--confirm`` is the same).
+yes_option = click.option(
+    "--yes", "-y", "--confirm", "yes", is_flag=True, help="Do it without asking (required off a terminal)."
+)
+
+
 def progress(*columns: str | ProgressColumn) -> Progress:
     """A transient progress bar of these columns on stderr, drawn only when stderr is a terminal."""
     console = Console(stderr=True)

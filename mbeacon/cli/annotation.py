@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import progress, reports_data_errors
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli._ui import progress, reports_data_errors, table_console
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 
 _STORE = click.option("--store", required=True, type=click.Path(path_type=Path), help="Store directory.")
 
 
-@click.group(context_settings=HELP_OPTIONS)
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
 def annotation() -> None:
     """Probe annotations of array platforms: positions and genes for region and gene queries.
 
@@ -108,7 +107,7 @@ def list_annotations(store: Path, as_json: bool) -> None:
             ", ".join(users[i.platform]),
             i.created,
         )
-    Console().print(table)
+    table_console().print(table)
     missing = sorted({p for p in platform_of.values() if p} - set(users))
     if missing:
         click.echo(f"platforms of datasets with no annotation imported yet: {', '.join(missing)}")

@@ -23,7 +23,7 @@ from rich.table import Table
 from mbeacon.attack.planning import LIVE_ATTACKERS, STRATEGIES
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import FiniteFloatRange, progress
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mbeacon.store.priors import Prior
 
 
-@click.group(context_settings=HELP_OPTIONS)
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
 def attack() -> None:
     """Measure how well a defence resists membership inference, and what it costs in utility."""
 

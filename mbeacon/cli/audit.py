@@ -6,11 +6,10 @@ import json
 import sys
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import FiniteFloatRange, finite, progress
+from mbeacon.cli._ui import FiniteFloatRange, finite, progress, table_console
 from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
@@ -139,7 +138,7 @@ def audit(
             f"{r.epsilon_lower_bound:.3f}",
         ]
         table.add_row(*row, *([f"{r.inputs}: {r.event}"] if verbose else []))
-    Console().print(table)
+    table_console().print(table)
     shipped = [r.mechanism for r in results if r.expect == "pass" and r.verdict != "pass"]
     missed = [r.mechanism for r in results if r.expect == "violation" and r.verdict != "violation"]
     if missed:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._service import LedgerGroup, cli_actor, config_option, load_ledger_config, open_ledger
-from mbeacon.cli._ui import FiniteFloatRange, fail, progress
+from mbeacon.cli._ui import FiniteFloatRange, confirmed, fail, progress, table_console, yes_option
 from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
@@ -59,7 +59,7 @@ def budget_show(holder: str | None, config_path: Path | None, as_json: bool) -> 
         positives = "-" if r["positivesTotal"] is None else f"{r['positivesUsed']} / {r['positivesTotal']}"
         table.add_row(r["holder"], r["dataset"], str(r["queries"]), positives, spent,
                       r["parameters"]["variant"], r["opened"][:19])  # fmt: skip
-    Console().print(table)
+    table_console().print(table)
     if not rows:
         whose = f"{wanted} has" if wanted else "the ledger has"
         click.echo(f"{whose} no budget accounts yet (one opens with its holder's first query)", err=True)
@@ -91,12 +91,13 @@ def budget_set(
     change = {"epsilon": epsilon, "c": positives, "threshold": threshold, "variant": variant,
               "count_epsilon": count_epsilon}  # fmt: skip
     change = {key: value for key, value in change.items() if value is not None}
-    done = operations.override_budget(config, open_ledger(config), target, dataset, change, actor=cli_actor())
+    actor = cli_actor(config)
+    done = operations.override_budget(config, open_ledger(config), target, dataset, change, actor=actor)
     click.echo(json.dumps(done.params.to_json(), indent=2))
     if done.account_open:
         click.echo(
             f"{target} has an open account on {dataset}: it keeps its promised parameters; "
-            f"the new ones apply after `mbeacon budget reset {holder} {dataset} --confirm`",
+            f"the new ones apply after `mbeacon budget reset {holder} {dataset} --yes`",
             err=True,
         )
 
@@ -105,14 +106,9 @@ def budget_set(
 @click.argument("holder")
 @click.argument("dataset")
 @config_option
-@click.option("--confirm", is_flag=True, help="Required: a reset grants a fresh privacy budget.")
-def budget_reset(holder: str, dataset: str, config_path: Path | None, confirm: bool) -> None:
+@yes_option
+def budget_reset(holder: str, dataset: str, config_path: Path | None, yes: bool) -> None:
     """Close HOLDER's account on DATASET: the next query opens a fresh budget (audited)."""
-    if not confirm:
-        fail(
-            "a reset gives a fresh privacy budget (the holder can learn up to twice as much); "
-            "add --confirm to do it"
-        )
     from mbeacon.beacon import operations
     from mbeacon.beacon.holders import Holder
 
@@ -120,7 +116,12 @@ def budget_reset(holder: str, dataset: str, config_path: Path | None, confirm: b
     config = load_ledger_config(config_path)
     ledger = open_ledger(config, create=False)
     operations.check_dataset(dataset, _store_datasets(config))
-    existed = operations.reset_budget(ledger, target, dataset, actor=cli_actor())
+    confirmed(
+        f"Give {target} a fresh privacy budget on {dataset} (they can learn up to twice as much)?",
+        "a reset gives a fresh privacy budget (the holder can learn up to twice as much)",
+        yes=yes,
+    )
+    existed = operations.reset_budget(ledger, target, dataset, actor=cli_actor(config))
     click.echo(f"{'reset' if existed else 'no account to reset for'} {target} on {dataset}", err=True)
 
 

@@ -4,16 +4,21 @@ cohort store."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mbeacon.cli._ui import FiniteFloatRange, progress, reports_data_errors
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli._ui import (
+    FiniteFloatRange,
+    confirmed,
+    progress,
+    reports_data_errors,
+    table_console,
+    yes_option,
+)
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 
 FORMATS = ("auto", "geo", "matrix", "gdc")
 
@@ -167,7 +172,7 @@ def _patients_line(info) -> str:
     )
 
 
-@click.group(invoke_without_command=True, context_settings=HELP_OPTIONS)
+@click.group(cls=Group, invoke_without_command=True, context_settings=HELP_OPTIONS)
 @click.option("--store", required=True, type=click.Path(path_type=Path), help="Store directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
@@ -197,14 +202,14 @@ def datasets(ctx: click.Context, store: Path, as_json: bool) -> None:
             i.disease,
             i.created,
         )
-    Console().print(table)
+    table_console().print(table)
     if not infos:
         click.echo("(no datasets yet: add one with `mbeacon ingest`)")
 
 
 @datasets.command("remove")
 @click.argument("dataset_id")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @click.pass_obj
 @reports_data_errors
 def remove_dataset(store: Path, dataset_id: str, yes: bool) -> None:
@@ -213,8 +218,8 @@ def remove_dataset(store: Path, dataset_id: str, yes: bool) -> None:
 
     target = CohortStore(store)
     target.info(dataset_id)  # refuse unknown ids before asking
-    if not yes and sys.stdin.isatty():
-        click.confirm(f"Remove dataset {dataset_id!r} from {store}?", abort=True)
+    confirmed(f"Remove dataset {dataset_id!r} from {store}?", f"removing {dataset_id!r} deletes its data",
+              yes=yes)  # fmt: skip
     target.remove(dataset_id)
     click.echo(f"removed {dataset_id!r}")
 

@@ -20,13 +20,14 @@ from rich.table import Table
 
 from mbeacon.cli._extras import needs_extra
 from mbeacon.cli._ui import progress
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 from mbeacon.experiments import lyu_su_li
 
 DEFAULT_SEED = 2017
 
 
 @click.group(
+    cls=Group,
     context_settings=HELP_OPTIONS,
     help="Reproduce published experiments on the privacy mechanisms (seeded, so results are repeatable).",
 )

@@ -5,6 +5,9 @@ click lists the subcommands with the first sentence of each one's help, which wo
 module (numpy and scipy among them) just to print ``mbeacon --help``. So each lazy subcommand is
 registered with that sentence, its summary, and the listing is written from the summaries;
 ``tests/test_cli.py`` checks that every summary is the first sentence of its command's help.
+
+Every group of the command (:class:`Group`) lists its subcommands with whole summaries, wrapped onto
+further lines, instead of click's cut to one line ending in "...".
 """
 
 from __future__ import annotations
@@ -27,7 +30,27 @@ class LazyCommand(NamedTuple):
     summary: str
 
 
-class LazyGroup(click.Group):
+def whole_summary(command: click.Command) -> str:
+    """The first sentence of a command's help, never shortened."""
+    return command.get_short_help_str(limit=10_000)
+
+
+class Group(click.Group):
+    """A click group whose listing of subcommands shows each summary whole (wrapped, not cut)."""
+
+    def listed(self, ctx: click.Context) -> list[tuple[str, click.Command]]:
+        """The visible subcommands, by name."""
+        found = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
+        return [(name, command) for name, command in found if command is not None and not command.hidden]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = self.listed(ctx)
+        if commands:
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, whole_summary(command)) for name, command in commands])
+
+
+class LazyGroup(Group):
     """``lazy_subcommands`` maps a command name to its :class:`LazyCommand`."""
 
     def __init__(self, *args, lazy_subcommands: dict[str, LazyCommand] | None = None, **kwargs) -> None:
@@ -51,15 +74,12 @@ class LazyGroup(click.Group):
             raise TypeError(f"{target} is not a click command")
         return command
 
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The list of subcommands, as click writes it, from the summaries of the lazy ones."""
+    def listed(self, ctx: click.Context) -> list[tuple[str, click.Command]]:
+        """The visible subcommands, the lazy ones from their summaries (nothing is imported)."""
         commands = []
         for name in self.list_commands(ctx):
             lazy = self.lazy_subcommands.get(name)
             command = click.Command(name, help=lazy.summary) if lazy else super().get_command(ctx, name)
             if command is not None and not command.hidden:
                 commands.append((name, command))
-        if commands:
-            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
-            with formatter.section("Commands"):
-                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in commands])
+        return commands

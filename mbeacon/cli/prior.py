@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from mbeacon.cli._ui import finite, reports_data_errors
-from mbeacon.cli.lazy_group import HELP_OPTIONS
+from mbeacon.cli._ui import confirmed, fail, finite, reports_data_errors, table_console, yes_option
+from mbeacon.cli.lazy_group import HELP_OPTIONS, Group
 from mbeacon.store.errors import DataError
 
 STORE_HELP = "Store directory (priors live in STORE/priors/NAME/vK.h5; created if absent)."
@@ -52,7 +51,7 @@ def _report_saved(saved: Any, as_json: bool) -> None:
     click.echo(f"source: {saved.source}")
 
 
-@click.group("prior", context_settings=HELP_OPTIONS)
+@click.group("prior", cls=Group, context_settings=HELP_OPTIONS)
 def prior() -> None:
     """Population priors: what a general population looks like at each CpG probe.
 
@@ -179,7 +178,6 @@ def list_(store: Path, as_json: bool) -> None:
     if not entries:
         click.echo(f"no priors in {store}")
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("name", "version", "probes", "reference samples", "sketch", "created", "source")
@@ -189,7 +187,7 @@ def list_(store: Path, as_json: bool) -> None:
         table.add_row(
             e["name"], version, f"{e['probes']:,}", str(e["n_reference"]), sketch, e["created"], e["source"]
         )
-    Console(width=200 if not sys.stdout.isatty() else None).print(table)
+    table_console().print(table)
 
 
 @prior.command("show")
@@ -273,3 +271,75 @@ def show(
             f"{r['probe']}  P[{low:g}, {high:g}] = {r['p']:.6g}  ({used}; mean {r['mean']:.4f}, "
             f"sd {r['sd']:.4f}, Beta({r['a']:.3g}, {r['b']:.3g}))"
         )
+
+
+def served_with(store: Path, name: str, config: Any | None) -> list[str]:
+    """Why prior ``name`` is in use: the configuration's ``default_prior`` or a ``[datasets.X]`` table
+    names it, or a dataset of the store is served with it (named, or the store's only prior)."""
+    from mbeacon.store.cohorts import CohortStore
+    from mbeacon.store.priors import choose_prior
+
+    reasons = []
+    if config is not None and config.default_prior == name:
+        reasons.append("the configuration's default_prior")
+    if config is not None:
+        reasons += [f"[datasets.{d}] prior" for d, policy in config.datasets.items() if policy.prior == name]
+    try:
+        datasets = CohortStore(store).ids()
+    except DataError:
+        datasets = []
+    for dataset in datasets:
+        try:
+            choice = choose_prior(store, config.prior_for(dataset) if config is not None else None)
+        except DataError:
+            continue  # no prior chosen for it: not this one
+        if choice.name == name and f"[datasets.{dataset}] prior" not in reasons:
+            reasons.append(f"dataset {dataset} ({choice.chosen_by})")
+    return reasons
+
+
+@prior.command("remove")
+@click.argument("name")
+@click.option("--version", type=click.IntRange(min=1), default=None,
+              help="Remove this version only (an older one, which no dataset is served with).")  # fmt: skip
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Store directory. [default: the store of --config]")  # fmt: skip
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The beacon's configuration, to check that none of its datasets is served with the prior. "
+              "[default: $MBEACON_CONFIG]")  # fmt: skip
+@yes_option
+@reports_data_errors
+def remove(name: str, version: int | None, store: Path | None, config_path: Path | None, yes: bool) -> None:
+    """Remove a prior (or one version of it), refused while a dataset is served with it.
+
+    A dataset is served with the latest version of its prior: the one its [datasets.X] table or
+    default_prior names, else the store's only prior. Removing that prior, or its latest version, is
+    refused while any dataset uses it; an older version can go.
+    """
+    import os
+
+    from mbeacon.store.priors import list_priors, remove_prior
+
+    config = None
+    path = config_path or os.environ.get("MBEACON_CONFIG")
+    if path:
+        from mbeacon.cli._service import load_service_config
+
+        config = load_service_config(Path(path))
+    if store is None:
+        if config is None:
+            raise click.UsageError("give --store STORE (or --config FILE, whose store is used)")
+        store = Path(config.store)
+    versions = [e["version"] for e in list_priors(store) if e["name"] == name]
+    latest = max(versions) if versions else None
+    if version is None or version == latest:
+        reasons = served_with(store, name, config)
+        if reasons:
+            what = "its latest version" if version is not None else f"prior {name!r}"
+            fail(f"cannot remove {what}: served with {', '.join(reasons)}; name another prior there first")
+    what = (
+        f"version {version} of prior {name!r}" if version is not None else f"prior {name!r} (every version)"
+    )
+    confirmed(f"Remove {what} from {store}?", f"removing {what} deletes it", yes=yes)
+    removed = remove_prior(store, name, version)
+    click.echo(f"removed {name} version{'s' if len(removed) > 1 else ''} {', '.join(map(str, removed))}")

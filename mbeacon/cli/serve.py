@@ -51,11 +51,12 @@ def serve(config_path: Path | None, bind: str | None, workers: int | None, threa
     """Serve the beacon under gunicorn (the master runs in this process; stop with Ctrl-C/SIGTERM)."""
     from mbeacon import server
 
+    bind = bind or os.environ.get("MBEACON_BIND", "127.0.0.1:8000")
+    _check_bind_free(bind)
     server.prepare_metrics_dir()
     if config_path:
         os.environ["MBEACON_CONFIG"] = str(config_path.resolve())
     _validate_for_serving(config_path)
-    bind = bind or os.environ.get("MBEACON_BIND", "127.0.0.1:8000")
     workers = workers or (int(os.environ["MBEACON_WORKERS"]) if os.environ.get("MBEACON_WORKERS") else None)
     server.run(str(config_path.resolve()) if config_path else None, server.settings(bind, workers, threads))
 
@@ -66,20 +67,52 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _check_port_free(port: int) -> None:
-    """A one-line error unless 127.0.0.1:``port`` can be bound now, as gunicorn will bind it
-    (``SO_REUSEADDR``, so a port left in TIME_WAIT by a stopped demo counts as free). Checked before the
-    demo touches its ledger: giving the user ``demo`` a new key for a server that then cannot start
-    would break the demo already running on that port."""
-    with socket.socket() as sock:
+def _bind_error(host: str, port: int) -> OSError | None:
+    """Why ``host:port`` cannot be bound now as gunicorn will bind it (``SO_REUSEADDR``, so a port left
+    in TIME_WAIT by a stopped server counts as free), or None when it can."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as error:
+        return error
+    with socket.socket(family) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError as error:
-            fail(
-                f"cannot serve the demo on 127.0.0.1:{port}: {error.strerror or error} "
-                "(is a demo already running there? stop it, or pick another --port; 0 takes any free one)"
-            )
+            return error
+    return None
+
+
+def _check_bind_free(bind: str) -> None:
+    """A one-line error when ``--bind`` names a TCP address that is taken (a second ``serve``), before
+    gunicorn starts: gunicorn would log five errors and retry for seconds before giving up."""
+    from gunicorn.util import parse_address
+
+    try:
+        address = parse_address(bind)
+    except RuntimeError as error:
+        fail(f"--bind {bind}: {error}")
+    if not isinstance(address, tuple):  # a unix socket or file descriptor: gunicorn's own checks
+        return
+    host, port = address
+    error = _bind_error(host.strip("[]") or "0.0.0.0", port)
+    if error is not None:
+        fail(
+            f"cannot serve on {bind}: {error.strerror or error} "
+            "(is a beacon already running there? stop it, or pass another --bind HOST:PORT)"
+        )
+
+
+def _check_port_free(port: int) -> None:
+    """A one-line error unless 127.0.0.1:``port`` can be bound now. Checked before the demo touches
+    its ledger: giving the user ``demo`` a new key for a server that then cannot start would break the
+    demo already running on that port."""
+    error = _bind_error("127.0.0.1", port)
+    if error is not None:
+        fail(
+            f"cannot serve the demo on 127.0.0.1:{port}: {error.strerror or error} "
+            "(is a demo already running there? stop it, or pick another --port; 0 takes any free one)"
+        )
 
 
 DEMO_CONFIG = """\

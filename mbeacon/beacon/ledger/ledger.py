@@ -44,6 +44,7 @@ class User:
     group: str | None
     created: str
     revoked: str | None
+    expires: str | None = None
 
     def to_json(self) -> dict:
         """The user as the admin API and ``mbeacon users list --json`` show it (never the key)."""
@@ -54,6 +55,7 @@ class User:
             "group": self.group,
             "created": self.created,
             "revoked": self.revoked,
+            "expires": self.expires,
         }
 
 
@@ -76,7 +78,9 @@ class AuditRow:
     detail: str | None = None
 
 
-_USER_COLUMNS = "name, role, tier, group_name, created, revoked"
+_USER_COLUMNS = "name, role, tier, group_name, created, revoked, expires"
+#: ``rotate_key``'s default: the new key keeps the user's expiry.
+KEEP = "keep"
 _ACCOUNT_COLUMNS = "principal, dataset, params, z1, z2, positives, created"
 _ACCOUNT_COLUMNS_OF_A = ", ".join(f"a.{c}" for c in _ACCOUNT_COLUMNS.split(", "))  # table alias a
 _KEYS_PER_LOOKUP = 500  # query keys per cache lookup statement (bound parameters stay well under limits)
@@ -113,36 +117,63 @@ class Ledger:
 
     def add_user(
         self, name: str, *, tier: str = "REGISTERED", role: str = "researcher", group: str | None = None,
-        actor: str = "operator",
+        actor: str = "operator", expires: str | None = None,
     ) -> str:  # fmt: skip
-        """Create a user and return their key (the only time it exists in clear)."""
+        """Create a user and return their key (the only time it exists in clear), working until
+        ``expires`` (an ISO time, UTC; None: until rotated or revoked). A name taken, by
+        an active or a revoked user, is refused: a revoked user comes back with :meth:`rotate_key`."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
         new = keys.mint()
         with self.db.transaction() as tx:
-            tx.execute("SELECT 1 FROM users WHERE name = ?", (name,))
-            if tx.fetchone():
-                raise AlreadyExists(f"user {name!r} exists (rotate its key instead, or choose another name)")
+            tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+            if row is not None and row[0] is not None:
+                raise AlreadyExists(
+                    f"user {name!r} was revoked: `mbeacon users rotate {name}` gives them a new key and "
+                    "their access back, with the budget they had (a new name would be a new budget holder)"
+                )
+            if row is not None:
+                raise AlreadyExists(
+                    f"user {name!r} exists: `mbeacon users rotate {name}` gives them a new key, "
+                    "or choose another name"
+                )
             tx.execute(
-                "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, role, tier, group, new.key_id, new.salt, new.digest, now()),
+                "INSERT INTO users (name, role, tier, group_name, key_id, key_salt, key_hash, created,"
+                " expires)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, role, tier, group, new.key_id, new.salt, new.digest, now(), expires),
             )
-            self.append_audit(tx, [AuditRow("user_add", actor, detail=f"{name} role={role} tier={tier}")])
+            detail = f"{name} role={role} tier={tier}" + (f" expires={expires}" if expires else "")
+            self.append_audit(tx, [AuditRow("user_add", actor, f"user:{name}", detail=detail)])
         return new.key
 
-    def rotate_key(self, name: str, *, actor: str = "operator") -> str:
-        """Give an existing, active user a new key; the old key stops working at once."""
+    def rotate_key(self, name: str, *, actor: str = "operator", expires: str | None = KEEP) -> str:
+        """Give a user a new key; the old key stops working at once. The new key works until
+        ``expires`` (None: no expiry; :data:`KEEP`: the user's expiry, refused once it has passed).
+        A revoked user is reinstated (audited as ``user_reinstate``): the one way back for a name,
+        keeping its budget."""
         new = keys.mint()
         with self.db.transaction() as tx:
+            tx.execute("SELECT revoked, expires FROM users WHERE name = ?", (name,))
+            row = tx.fetchone()
+            if row is None:
+                raise UnknownTarget(f"no user {name!r} (create one with `mbeacon users add {name}`)")
+            if expires == KEEP:
+                expires = row[1]
+                if keys.expired(expires):
+                    raise InvalidRequest(
+                        f"{name!r}'s key expired at {expires}: give the new key an expiry "
+                        "(--expires DATE or --expires-in 90d) or none (--no-expiry)"
+                    )
             tx.execute(
-                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ? WHERE name = ? AND revoked IS NULL",
-                (new.key_id, new.salt, new.digest, name),
+                "UPDATE users SET key_id = ?, key_salt = ?, key_hash = ?, revoked = NULL, expires = ?"
+                " WHERE name = ?",
+                (new.key_id, new.salt, new.digest, expires, name),
             )
-            tx.execute("SELECT 1 FROM users WHERE name = ? AND revoked IS NULL", (name,))
-            if not tx.fetchone():
-                raise UnknownTarget(f"no active user {name!r}")
-            self.append_audit(tx, [AuditRow("key_rotate", actor, detail=name)])
+            event = "key_rotate" if row[0] is None else "user_reinstate"
+            detail = name + (f" expires={expires}" if expires else "")
+            self.append_audit(tx, [AuditRow(event, actor, f"user:{name}", detail=detail)])
         return new.key
 
     def revoke_user(self, name: str, *, actor: str = "operator") -> None:
@@ -153,7 +184,7 @@ class Ledger:
                 raise UnknownTarget(f"no user {name!r}")
             if row[0] is None:
                 tx.execute("UPDATE users SET revoked = ? WHERE name = ?", (now(), name))
-                self.append_audit(tx, [AuditRow("user_revoke", actor, detail=name)])
+                self.append_audit(tx, [AuditRow("user_revoke", actor, f"user:{name}", detail=name)])
 
     def users(self) -> list[User]:
         with self.db.transaction(write=False) as tx:
@@ -179,9 +210,9 @@ class Ledger:
         if row is None:
             keys.verify(secret, None, None)
             return None
-        if not keys.verify(secret, row[6], row[7]) or row[5] is not None:
+        if not keys.verify(secret, row[7], row[8]) or row[5] is not None or keys.expired(row[6]):
             return None
-        return User(*row[:6])
+        return User(*row[:7])
 
     # --- budget accounts -----------------------------------------------------------------------
 
@@ -410,17 +441,41 @@ class Ledger:
             ],
         )  # fmt: skip
 
-    def audit_log(self, *, limit: int = 100, principal: str | None = None) -> list[dict]:
+    def audit_log(
+        self, *, limit: int | None = 100, principal: str | None = None, since: str | None = None,
+        actor: str | None = None, events: Sequence[str] = (), dataset: str | None = None,
+        before_id: int | None = None,
+    ) -> list[dict]:  # fmt: skip
+        """Audit entries, newest first: at most ``limit`` (None: all), of one holder (``principal``),
+        at or after ``since`` (an ISO time in the log's own form, UTC), by ``actor``, of the ``events``
+        named, on ``dataset``, older than entry ``before_id`` (to page through a long log)."""
         sql = (
             "SELECT id, time, event, actor, principal, dataset, query, answered_from, cached, detail"
             " FROM audit_log"
         )
-        params: tuple = ()
-        if principal is not None:
-            sql += " WHERE principal = ?"
-            params = (principal,)
+        where: list[str] = []
+        params: list = []
+        for column, value in (("principal", principal), ("actor", actor), ("dataset", dataset)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("time >= ?")
+            params.append(since)
+        if before_id is not None:
+            where.append("id < ?")
+            params.append(before_id)
+        if events:
+            where.append(f"event IN ({', '.join('?' * len(events))})")
+            params.extend(events)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
         with self.db.transaction(write=False) as tx:
-            tx.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+            tx.execute(sql, tuple(params))
             names = ("id", "time", "event", "actor", "principal", "dataset", "query", "answeredFrom",
                      "cached", "detail")  # fmt: skip
             entries = [dict(zip(names, row, strict=True)) for row in tx.fetchall()]

@@ -25,6 +25,8 @@ probe and ``value``, the synthetic mass that range was moved to (the released no
 clipped into (0, 1)). Written in the transaction that spends the positive, under the account's row
 lock; deleted with the account by a reset. Not secret in the differential-privacy sense (a function
 of released values), but never shown: only the answers computed from them are.
+
+Version 4 adds ``users.expires``: when the user's key stops working (an ISO time, UTC; NULL: never).
 """
 
 from __future__ import annotations
@@ -175,6 +177,9 @@ MIGRATIONS: list[tuple[int, str, dict[str, list[str]]]] = [
     (3, "online-pmw histogram updates, one row per spent positive",
      {"sqlite": [_PMW_UPDATES + " WITHOUT ROWID", _PMW_UPDATES_BY_PROBE],
       "postgresql": [_PMW_UPDATES, _PMW_UPDATES_BY_PROBE]}),
+    (4, "users.expires: when a key stops working (NULL: never)",
+     {"sqlite": ["ALTER TABLE users ADD COLUMN expires TEXT"],
+      "postgresql": ["ALTER TABLE users ADD COLUMN expires TEXT"]}),
 ]  # fmt: skip
 
 LATEST = MIGRATIONS[-1][0]

@@ -27,7 +27,8 @@ The package, one module per job (in dependency order):
 * :mod:`.table_files`: reading probes x samples reference tables (CSV/TSV, DataFrame, array);
 * :mod:`.sd_model`: :class:`SdModel`, the sd predicted from the mean, and :func:`learn_sd_model`;
 * :mod:`.build`: the ``prior_from_*`` builders and :func:`import_means_file`;
-* :mod:`.storage`: :func:`save_prior`, :func:`load_prior`, :func:`list_priors`, versions and locking.
+* :mod:`.storage`: :func:`save_prior`, :func:`load_prior`, :func:`list_priors`, :func:`remove_prior`,
+  versions and locking.
 
 Settings live in the submodule that reads them, and are set there: e.g.
 ``mbeacon.store.priors.model.THREADS = 1`` (one thread per gunicorn worker), ``model.CHUNK``,
@@ -55,6 +56,7 @@ from mbeacon.store.priors.storage import (
     list_priors,
     load_prior,
     prior_names,
+    remove_prior,
     save_prior,
 )
 from mbeacon.store.priors.table_files import iter_table_file
@@ -78,5 +80,6 @@ __all__ = [
     "prior_from_means",
     "prior_from_table_file",
     "prior_names",
+    "remove_prior",
     "save_prior",
 ]

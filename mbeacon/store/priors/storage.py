@@ -41,6 +41,7 @@ __all__ = [
     "list_priors",
     "load_prior",
     "prior_names",
+    "remove_prior",
     "save_prior",
 ]
 
@@ -186,6 +187,35 @@ def load_prior(store_dir: Any, name: str, version: int | None = None) -> Prior:
         created=str(attrs["created"]),
         **fields,
     )
+
+
+def remove_prior(store_dir: Any, name: str, version: int | None = None) -> list[int]:
+    """Remove a stored prior (every version when ``version`` is None), returning the versions removed.
+    Each file leaves its directory in one rename (:func:`mbeacon.store.atomic.remove`), the version's
+    file before its checksum, so a reader sees a version whole or not at all. Unknown name or version:
+    :class:`DataError` listing what exists. Whether anything still uses it is the caller's question."""
+    from mbeacon.store import atomic
+
+    directory = _prior_dir(store_dir, name)
+    versions = _versions(directory)
+    if not versions:
+        known = prior_names(store_dir)
+        raise DataError(f"no prior named {name!r}" + (f"; known: {', '.join(known)}" if known else ""))
+    if version is not None and version not in versions:
+        raise DataError(f"prior {name!r} has no version {version}; versions: {', '.join(map(str, versions))}")
+    doomed = versions if version is None else [version]
+    with _locked(directory):
+        for k in doomed:
+            path = directory / f"v{k}.h5"
+            atomic.remove(Path(store_dir), path)
+            if _checksum_path(path).exists():
+                atomic.remove(Path(store_dir), _checksum_path(path))
+        if not _versions(directory):
+            (directory / ".lock").unlink(missing_ok=True)
+    if not _versions(directory):
+        with contextlib.suppress(OSError):  # a file of someone else's left in it: keep the folder
+            directory.rmdir()
+    return doomed
 
 
 def prior_names(store_dir: Any) -> list[str]:
