@@ -82,7 +82,14 @@ DATASETS = (
         {"c": 3, "on_exhausted": "refuse", "scope": "user", "tier": "CONTROLLED", "variant": "redraw"},
     ),
 )
-DEFAULTS = {"epsilon": 20.0, "c": 5, "threshold": 1, "variant": "single", "on_exhausted": "refuse"}
+DEFAULTS = {
+    "mechanism": "svt2",
+    "epsilon": 20.0,
+    "c": 5,
+    "threshold": 1,
+    "variant": "single",
+    "on_exhausted": "refuse",
+}
 
 
 @dataclass(frozen=True)

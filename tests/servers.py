@@ -34,9 +34,12 @@ def toml_value(value: Any) -> str:
 
 
 def write_config(path: Path, settings: dict[str, Any], defaults: dict[str, Any]) -> Path:
+    """A service config with ``defaults`` as its ``[defaults]`` table. The real-server tests check
+    per-holder budgets (c positives per user) unless they name a mechanism, so a table without one
+    is served by ``svt2`` here (the service's own default is ``cohort-pmw``)."""
     lines = [f"{k} = {toml_value(v)}" for k, v in settings.items()]
     lines.append("[defaults]")
-    lines += [f"{k} = {toml_value(v)}" for k, v in defaults.items()]
+    lines += [f"{k} = {toml_value(v)}" for k, v in {"mechanism": "svt2", **defaults}.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 DATASET = "demo-cohort"
 #: Every protected mechanism keeps SVT²'s state in the ledger, so each must keep the same guarantees.
 MECHANISMS = {
-    "svt2": {},
+    "svt2": {"mechanism": "svt2"},
     "svt2-margin": {"mechanism": "svt2-margin", "margin_above": 1.0, "margin_below": 0.25},
     "svt2-noisy": {"mechanism": "svt2-noisy", "release_share": 0.25},
     "online-pmw": {"mechanism": "online-pmw", "release_share": 0.25, "margin": 0.5},
