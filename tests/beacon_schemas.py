@@ -1,14 +1,14 @@
 """Validate responses against the official GA4GH Beacon v2 framework JSON schemas.
 
-The schemas (draft 2020-12) live in the ``beacon-v2`` checkout beside the repository
-(``../shared/beacon-v2/framework/json``; CI clones it there). They reference each other with
+The schemas (draft 2020-12) are vendored in ``tests/beacon_v2/framework/json`` (CC0, with their
+licence and source commit in ``tests/beacon_v2``), so a clone tests itself. They reference each other with
 relative ``$ref``s and have no ``$id``, so every file is registered under its ``file://`` URI and a
 reference resolves against the URI of the file it appears in, exactly as on disk.
 
     from beacon_schemas import validate
     validate(body, "responses/beaconResultsetsResponse.json")
 
-A missing checkout is an error (:class:`SchemasMissing`), never a silent skip: a beacon whose
+A missing folder is an error (:class:`SchemasMissing`), never a silent skip: a beacon whose
 responses were never checked must not look compliant.
 
 :func:`conforms` checks a response against the service's own schema-only model of it (those the OpenAPI
@@ -28,8 +28,7 @@ from pydantic import BaseModel, ValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "beacon-v2"
-FRAMEWORK = SHARED / "framework" / "json"
+FRAMEWORK = Path(__file__).resolve().parent / "beacon_v2" / "framework" / "json"
 
 
 class SchemasMissing(RuntimeError):
@@ -45,7 +44,7 @@ def framework_root() -> Path:
     if not (FRAMEWORK / "responses").is_dir():
         raise SchemasMissing(
             f"the GA4GH Beacon v2 framework schemas are missing: expected {FRAMEWORK} "
-            "(clone github.com/ga4gh-beacon/beacon-v2 as ../shared/beacon-v2 beside this repository)"
+            "(they are part of the repository: restore tests/beacon_v2 from git)"
         )
     return FRAMEWORK
 

@@ -2,8 +2,8 @@
 and conform to the service's own schema-only models of them (:mod:`mbeacon.api.schemas`, from which the
 OpenAPI document is generated): the fast dict builders and the document describe the same responses.
 
-The schemas come from the beacon-v2 checkout beside the repository (``../shared/beacon-v2``); if it is
-missing these tests fail (``beacon_schemas.SchemasMissing``) rather than skip.
+The schemas are vendored in ``tests/beacon_v2`` (CC0); if they are missing these tests fail
+(``beacon_schemas.SchemasMissing``) rather than skip.
 """
 
 from __future__ import annotations

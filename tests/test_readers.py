@@ -216,14 +216,12 @@ def test_chunk_boundaries_do_not_matter(size: int) -> None:
 def test_real_geo_blood_table_matches_pandas() -> None:
     import pandas as pd
 
-    name = "GSE41169_blood_20k_probes_x_10_samples.csv.gz"
-    candidates = [
-        Path(__file__).resolve().parents[1] / "mbeacon" / "data" / name,
-        Path("/work/shared/data") / name,
-    ]
-    path = next((candidate for candidate in candidates if candidate.exists()), None)
-    if path is None:
-        pytest.skip(f"{name} is not available")
+    path = (
+        Path(__file__).resolve().parents[1]
+        / "mbeacon"
+        / "data"
+        / "GSE41169_blood_20k_probes_x_10_samples.csv.gz"
+    )
     expected = pd.read_csv(path, index_col=0)
     source, ids, values = consume(path, batch_rows=5_000)
     assert source.samples == list(expected.columns)
