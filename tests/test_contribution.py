@@ -101,8 +101,8 @@ def server(tmp_path_factory):
     store = tmp / "store"
     shutil.copytree(demo.store, store)
     ingest(REPEATED, store, "rep-declared", bound_rule=bound_rule(declared=2))
-    ingest(REPEATED, store, "rep-learned", bound_rule=bound_rule(epsilon=0.5))
-    ingest(REPEATED, store, "rep-wide", bound_rule=bound_rule(declared=6))
+    ingest(_variant(REPEATED, tmp, 1), store, "rep-learned", bound_rule=bound_rule(epsilon=0.5))
+    ingest(_variant(REPEATED, tmp, 2), store, "rep-wide", bound_rule=bound_rule(declared=6))
     url = f"sqlite:///{tmp}/ledger.sqlite3"
     ledger = Ledger.open(url)
     key = ledger.add_user("alice")
@@ -115,10 +115,21 @@ def server(tmp_path_factory):
         f"database_url = {json.dumps(url)}\n"
         f"default_prior = {json.dumps(demo.prior)}\n"
         "rate_limit_per_minute = 0\n"
-        "[defaults]\nc = 1\nepsilon = 100.0\nthreshold = 3\n"
+        "[defaults]\nmechanism = \"svt2\"\nc = 1\nepsilon = 100.0\nthreshold = 3\n"
     )
     with BeaconServer(config, tmp, workers=2, threads=2) as running:
         yield running, key
+
+
+def _variant(path: Path, folder: Path, k: int) -> Path:
+    """``path`` with one probe more (a copy of its last row): a cohort file of its own, since the
+    service refuses one file served under two ids with per-holder budgets."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    end = lines.index("!series_matrix_table_end")
+    extra = f'"cg9999990{k}"' + lines[end - 1][lines[end - 1].index("\t") :]
+    out = folder / f"variant-{k}-{path.name}"
+    out.write_text("\n".join([*lines[:end], extra, *lines[end:]]) + "\n", encoding="utf-8")
+    return out
 
 
 def _datasets(server) -> dict[str, dict]:
