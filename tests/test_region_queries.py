@@ -375,3 +375,22 @@ def test_a_geo_cohort_served_by_gunicorn_answers_once_its_platform_table_is_impo
             "cg00000005",
             "cg00000006",
         ]
+
+
+def test_info_queries_counts_the_probe_queries_charged_and_datasets_give_the_assembly(app, demo_ids) -> None:
+    """A gene answered as its probes says so in ``info.queries``; /api/datasets gives the genome build of a
+    dataset located through its annotation (the cohort itself was ingested without one)."""
+    key = app.config["MBEACON"].ledger.add_user("alice")
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"meta": {"apiVersion": "v2.0.0"}, "query": {"requestParameters": {"geneId": "DEMO2"}}}
+    data = app.test_client().post("/api/methylation", json=body, headers=headers).get_json()
+    assert data["info"]["queries"] == len(data["response"]["resultSets"]) == DEMO_PROBES_PER_GENE + 1
+    probe = {"meta": {"apiVersion": "v2.0.0"}, "query": {"requestParameters": {"probeId": demo_ids[0]}}}
+    assert (
+        app.test_client().post("/api/methylation", json=probe, headers=headers).get_json()["info"]["queries"]
+        == 1
+    )
+    listed = app.test_client().get("/api/datasets", headers=headers).get_json()["response"]["collections"]
+    (demo,) = [d for d in listed if d["id"] == DEMO_DATASET]
+    assert demo["info"]["hasProbePositions"] and demo["info"]["assembly"] != ""
+    assert all(d["info"]["assembly"] == "" for d in listed if not d["info"]["hasProbePositions"])

@@ -253,12 +253,21 @@ def _collection(dataset: str) -> dict:
             "probes": meta.probes,
             "tissue": meta.tissue,
             "disease": meta.disease,
-            "assembly": meta.assembly,
+            "assembly": _assembly(dataset, meta.assembly),
             **_located(dataset),
             "contribution": runtime().engine.sensitivity(dataset).to_json(),
             "privacy": dataset_policy_public(dataset),
         },
     }
+
+
+def _assembly(dataset: str, ingested: str) -> str:
+    """The genome build of the dataset's positions: as ingested, else its annotation's ("" when the
+    dataset has no positions)."""
+    if ingested:
+        return ingested
+    positions = runtime().engine.located(dataset).positions
+    return positions.build if positions is not None else ""
 
 
 def _located(dataset: str) -> dict:

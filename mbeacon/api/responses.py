@@ -204,7 +204,12 @@ def methylation_response(request: ParsedRequest, result: AnswerSet, thresholds: 
         ),
         "responseSummary": summary,
         "response": {"resultSets": result_sets},
-        "info": {"budgets": result.budgets, "refused": result.refused, "queries": len(request.queries)},
+        "info": {
+            "budgets": result.budgets,
+            "refused": result.refused,
+            # the probe queries answered and charged: a gene or region counts each of its probes
+            "queries": len(request.queries) if result.queries is None else result.queries,
+        },
     }
 
 

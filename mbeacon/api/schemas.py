@@ -489,7 +489,10 @@ class ResultSets(BaseModel):
 class AnswersInfo(BaseModel):
     budgets: dict[str, Budget | TestModeBudget]
     refused: Count = Field(description="Pairs refused because the budget is exhausted.")
-    queries: Count = Field(description="Number of queries in the request (0: an unfiltered request).")
+    queries: Count = Field(
+        description="Probe queries the request was answered and charged as (a gene or region counts each "
+        "of its probes; 0: an unfiltered request)."
+    )
     unfiltered: Maybe[Literal[True]] = Field(None, description="The request named nothing to ask.")
     message: Maybe[str] = Field(None, description="What an unfiltered answer is, and how to ask.")
 

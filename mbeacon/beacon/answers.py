@@ -72,3 +72,6 @@ class AnswerSet:
     granularity: str
     positives_spent: dict[str, int] = field(default_factory=dict)
     refused: int = 0
+    #: The probe queries the request was answered (and charged) as: a gene or region counts each of
+    #: its probes (None: the queries as sent).
+    queries: int | None = None

@@ -438,9 +438,8 @@ class AnswerEngine:
                 self.ledger.append_audit(tx, [refusal])
             raise BudgetExhausted(dataset, budget) from None
         answers.sort(key=lambda a: (a.query_index, a.dataset))
-        return expansion.restore(
-            AnswerSet(answers, budgets, returned, spent, sum(a.answered_from == "refused" for a in answers))
-        )
+        refused = sum(a.answered_from == "refused" for a in answers)
+        return expansion.restore(AnswerSet(answers, budgets, returned, spent, refused, len(queries)))
 
     def answer_from_prior(self, principal: Principal, queries: list[MethylationQuery]) -> AnswerSet:
         """Test-mode answers: the public prior's answer to every query; no data read, no ledger, free."""
@@ -457,7 +456,7 @@ class AnswerEngine:
             ]
             budgets[dataset] = {"testMode": True}
         answers.sort(key=lambda a: (a.query_index, a.dataset))
-        return expansion.restore(AnswerSet(answers, budgets, "boolean"))
+        return expansion.restore(AnswerSet(answers, budgets, "boolean", queries=len(queries)))
 
     def _granularity(self, principal: Principal, requested: str, datasets: list[str]) -> str:
         """Count answers only for CONTROLLED callers on datasets with noisy counts enabled."""
