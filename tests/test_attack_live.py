@@ -535,7 +535,7 @@ def beacon(tmp_path_factory):
     source = cohorts.open(demo.dataset)
     values = source.rows(np.arange(source.n_probes))
     for k, name in enumerate(("svt2-refuse", "svt2-prior", "suppressed", "noisy"), start=1):
-        rows = slice(0, source.n_probes - k)  # one probe fewer each: a cohort file of its own per policy
+        rows = np.roll(np.arange(source.n_probes), k)  # the rows rotated: a cohort file of its own each
         cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids[rows].tolist(), values[rows])])
     url = f"sqlite:///{work}/ledger.sqlite3"
     ledger = Ledger.open(url)

@@ -115,7 +115,7 @@ def server(tmp_path_factory):
         f"database_url = {json.dumps(url)}\n"
         f"default_prior = {json.dumps(demo.prior)}\n"
         "rate_limit_per_minute = 0\n"
-        "[defaults]\nmechanism = \"svt2\"\nc = 1\nepsilon = 100.0\nthreshold = 3\n"
+        '[defaults]\nmechanism = "svt2"\nc = 1\nepsilon = 100.0\nthreshold = 3\n'
     )
     with BeaconServer(config, tmp, workers=2, threads=2) as running:
         yield running, key

@@ -409,10 +409,11 @@ def test_audit_passes_each_sanitiser_and_catches_its_broken_twin():
     """The issue's acceptance for the audit: each sanitiser passes at its claimed epsilon (0.5, the
     default 100,000 runs) and its broken twin is flagged (about 8 s)."""
     from mbeacon.privacy.audit import run_audit
-    from mbeacon.privacy.audit.registry import sanitiser_targets
+    from mbeacon.privacy.audit.sanitiser_targets import sanitiser_targets
 
     results = {r.mechanism: r for r in run_audit(sanitiser_targets(0.5))}
-    for name in ("svt2-margin-c5", "svt2-noisy-c2", "online-pmw-c2"):
+    for name in ("svt2-margin-c5", "svt2-noisy-c2", "online-pmw-c2", "cohort-pmw-c2"):
         assert results[name].verdict == "pass" and results[name].p_value > 0.05, results[name]
-    for name in ("svt2-margin-peeking", "svt2-noisy-exact-release", "online-pmw-exact-update"):
+    for name in ("svt2-margin-peeking", "svt2-noisy-exact-release", "online-pmw-exact-update",
+                 "cohort-pmw-exact-past-quota"):  # fmt: skip
         assert results[name].verdict == "violation" and results[name].epsilon_lower_bound > 1, results[name]
