@@ -118,8 +118,9 @@ def test_margins_keep_near_threshold_disagreements_from_spending() -> None:
     out = run("svt2-margin", params, state, [3.0] * 20, [0.0] * 20)
     assert out.flags == [BOT] * 20 and out.state.count == 0
     plain = account_params(dataset_policy(mechanism="svt2", epsilon=100.0, c=5))
-    out = run("svt2", plain, start(plain), [3.0], [0.0])
-    assert out.flags == [TOP]
+    # plain SVT² spends on it: TOP unless the prior's side's noise alone crosses T (about 2% of runs)
+    tops = sum(run("svt2", plain, start(plain), [3.0], [0.0]).flags == [TOP] for _ in range(200))
+    assert tops >= 180
 
 
 @pytest.mark.parametrize("mechanism", ["svt2-margin", "svt2-noisy"])
