@@ -134,3 +134,39 @@ def test_an_option_that_does_not_fit_the_file_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(main, [*args, "--sample-sheet", str(sheet)])
     assert result.exit_code == 2 and "sample_sheet applies to the gdc format only" in result.output
     assert not (tmp_path / "datasets").exists() or CohortStore(tmp_path).ids() == []
+
+
+def test_ingest_says_whether_it_used_the_detection_pvalues(tmp_path):
+    """A p-value file ingested without --pval-cut used to drop its p-values without a word."""
+    path = DATA / "matrix" / "betas_pval.csv"
+    store = tmp_path / "s"
+    ignored = CliRunner().invoke(main, ["ingest", str(path), "--store", str(store), "--dataset", "a"])
+    assert ignored.exit_code == 0, ignored.output
+    assert "note: 3 detection p-value columns ignored: every beta value was kept" in ignored.stderr
+    cut = json.loads(_ingest(tmp_path / "s", path, "b", "--pval-cut", "0.01").stdout)["ingest"]
+    kept = np.concatenate([b.values for b in open_matrix(path, pval_cut=None).batches()])
+    masked = np.concatenate([b.values for b in open_matrix(path, pval_cut=0.01).batches()])
+    expected = int(np.count_nonzero(~np.isnan(kept) & np.isnan(masked)))
+    assert expected > 0
+    assert cut == {"store_created": False, "pvalue_columns": 3, "pvalues_applied": True, "masked": expected}
+    plain = json.loads(_ingest(tmp_path / "s", DATA / "matrix" / "plain_quoted.csv", "c").stdout)["ingest"]
+    assert plain["pvalue_columns"] == 0 and plain["pvalues_applied"] is False
+
+
+def test_a_store_that_did_not_exist_is_reported_and_a_failed_ingest_leaves_none(tmp_path):
+    path = DATA / "matrix" / "betas_pval.csv"
+    made = CliRunner().invoke(main, ["ingest", str(path), "--store", str(tmp_path / "new" / "store"),
+                                     "--dataset", "a"])  # fmt: skip
+    assert made.exit_code == 0
+    new = tmp_path / "new" / "store"
+    assert f"note: the store {new} did not exist: this ingest created it" in made.stderr
+    again = CliRunner().invoke(main, ["ingest", str(path), "--store", str(tmp_path / "new" / "store"),
+                                      "--dataset", "b"])  # fmt: skip
+    assert "did not exist" not in again.stderr
+    failed = _ingest(tmp_path / "other" / "deep" / "store", DATA / "bad" / "non_numeric.csv", "x")
+    assert failed.exit_code == 2
+    assert not (tmp_path / "other").exists(), "a failed ingest left the store folders it created"
+    existing = tmp_path / "kept"
+    existing.mkdir()
+    assert _ingest(existing / "store", DATA / "bad" / "non_numeric.csv", "x").exit_code == 2
+    assert existing.is_dir() and not (existing / "store").exists()

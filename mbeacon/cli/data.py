@@ -3,6 +3,7 @@ cohort store."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -121,8 +122,10 @@ def ingest(
     """
     from mbeacon.beacon.contribution import bound_rule
     from mbeacon.store.cohorts import Metadata
+    from mbeacon.store.ingest import IngestReport
     from mbeacon.store.ingest import ingest as run_ingest
 
+    report = IngestReport()
     meta = Metadata(name=name, description=description, tissue=tissue, disease=disease, assembly=assembly,
                     platform=platform)  # fmt: skip
     with progress(
@@ -146,9 +149,10 @@ def ingest(
             patient_key=patient_key,
             patients=patients_table,
             bound_rule=bound_rule(contribution_bound, bound_epsilon),
+            report=report,
         )
     if as_json:
-        click.echo(json.dumps(info.to_json(), indent=2))
+        click.echo(json.dumps({**info.to_json(), "ingest": dataclasses.asdict(report)}, indent=2))
         return
     click.echo(
         f"ingested {info.id!r} ({info.source_format}): {info.patients:,} "
@@ -159,6 +163,23 @@ def ingest(
         f"{_patients_line(info)}"
         f"store: {store}  checksum: {info.checksum}"
     )
+    for note in _ingest_notes(report, pval_cut, store):
+        click.echo(f"note: {note}", err=True)
+
+
+def _ingest_notes(report, pval_cut: float | None, store: Path) -> list[str]:
+    """What the ingest did that the summary does not show: a store it created, p-values it used or not."""
+    notes = []
+    if report.store_created:
+        notes.append(f"the store {store} did not exist: this ingest created it")
+    columns = f"{report.pvalue_columns} detection p-value column{'' if report.pvalue_columns == 1 else 's'}"
+    if report.pvalue_columns and not report.pvalues_applied:
+        notes.append(f"{columns} ignored: every beta value was kept (--pval-cut P masks the values whose "
+                     "p-value is above P; --replace to ingest again)")  # fmt: skip
+    elif report.pvalues_applied:
+        notes.append(f"{columns} applied: {report.masked:,} value{'' if report.masked == 1 else 's'} with a "
+                     f"p-value above {pval_cut:g} masked (stored as missing)")  # fmt: skip
+    return notes
 
 
 def _patients_line(info) -> str:

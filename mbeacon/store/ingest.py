@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,16 @@ def read_manifest(path: str | Path) -> Manifest:
     return Manifest(table.probe_ids.astype("S64"), chromosome, table.position)
 
 
+@dataclasses.dataclass
+class IngestReport:
+    """What an ingest did that the dataset's own info does not say, for the operator to read."""
+
+    store_created: bool = False  # the store folder did not exist: this ingest made it
+    pvalue_columns: int = 0  # detection p-value columns in the file
+    pvalues_applied: bool = False  # masked with the cut (else the columns were ignored)
+    masked: int = 0  # values the cut turned missing
+
+
 def ingest(
     path: str | Path,
     store: str | Path,
@@ -41,12 +52,15 @@ def ingest(
     patient_key: str | None = None,
     patients: str | Path | None = None,
     bound_rule: BoundRule | None = None,
+    report: IngestReport | None = None,
 ) -> DatasetInfo:
     """Read ``path`` in its format, validate it, and publish it as ``dataset_id`` atomically.
 
     Patient ids come from the input (GEO characteristics, ``patient_key`` naming which; GDC case ids)
     or from the table ``patients``; see :mod:`mbeacon.store.patients`. With ids, ``bound_rule`` gives
     the contribution bound recorded with them (declared, or learned by SVT: the caller's choice).
+    ``report``, when given, is filled in with what the ingest did (:class:`IngestReport`). A store
+    folder this call creates is removed again if the ingest fails: a failed ingest leaves nothing.
     """
     from mbeacon.store.readers import open_matrix
 
@@ -58,26 +72,48 @@ def ingest(
     bound = bound_rule(contributions(patient_ids)) if patient_ids is not None and bound_rule else None
     positions = read_manifest(manifest) if manifest is not None else None
     metadata = _with_platform(metadata or Metadata(), source.metadata)
+    report = report if report is not None else IngestReport()
+    report.pvalue_columns = source.tally.get("pvalue_columns", 0)
+    report.pvalues_applied = pval_cut is not None and report.pvalue_columns > 0
+    created = _new_folders(Path(store))
+    report.store_created = bool(created)
     target = CohortStore(store, create=True)
-    if not replace and target.path_of(dataset_id).exists():
-        # said here, before the rows are read, and naming the way out; write() keeps its own check
-        raise DataError(
-            f"dataset {dataset_id!r} already exists in {target.root}: ingest with --replace to replace it "
-            "atomically (replace=True in Python), or choose another id"
+    try:
+        if not replace and target.path_of(dataset_id).exists():
+            # said here, before the rows are read, and naming the way out; write() keeps its own check
+            raise DataError(
+                f"dataset {dataset_id!r} already exists in {target.root}: ingest with --replace to replace "
+                "it atomically (replace=True in Python), or choose another id"
+            )
+        info = target.write(
+            dataset_id,
+            list(source.samples),
+            ((batch.probe_ids, batch.values) for batch in source.blocks(CHUNK_ROWS)),
+            metadata=metadata,
+            source_file=str(path),
+            source_format=source.format,
+            manifest=positions,
+            replace=replace,
+            on_rows=on_rows,
+            patients=patient_ids,
+            bound=bound,
         )
-    return target.write(
-        dataset_id,
-        list(source.samples),
-        ((batch.probe_ids, batch.values) for batch in source.blocks(CHUNK_ROWS)),
-        metadata=metadata,
-        source_file=str(path),
-        source_format=source.format,
-        manifest=positions,
-        replace=replace,
-        on_rows=on_rows,
-        patients=patient_ids,
-        bound=bound,
-    )
+    except BaseException:
+        if created:  # only what this call made, outermost first: never a folder that existed before
+            shutil.rmtree(created[0], ignore_errors=True)
+        raise
+    report.masked = source.tally.get("masked", 0)
+    return info
+
+
+def _new_folders(store: Path) -> list[Path]:
+    """The folders of ``store``'s path that do not exist yet, outermost first."""
+    missing = []
+    for folder in [store.absolute(), *store.absolute().parents]:
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing[::-1]
 
 
 def _with_platform(metadata: Metadata, source: dict[str, str]) -> Metadata:

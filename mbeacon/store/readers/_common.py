@@ -53,8 +53,11 @@ def next_content_line(reader: LineReader) -> bytes | None:
             return raw
 
 
-def parsed_parts(layout: Layout, opener: ChunkOpener) -> Iterator[tuple[list[str], np.ndarray]]:
+def parsed_parts(
+    layout: Layout, opener: ChunkOpener, tally: dict[str, int] | None = None
+) -> Iterator[tuple[list[str], np.ndarray]]:
     """Validated ``(probe_ids, values)`` per chunk (float32, rows x samples); refuses an empty table.
+    Once the table is read, ``tally["masked"]`` holds the values the detection p-value cut masked.
 
     Chunks are converted (Arrow parse, float32 blocks, range checks) by ``WORKERS`` threads, a few
     chunks ahead, while this thread accepts them in file order (line numbers, duplicate probe ids):
@@ -101,13 +104,19 @@ def parsed_parts(layout: Layout, opener: ChunkOpener) -> Iterator[tuple[list[str
                 future.cancel()
     if rows == 0:
         raise IngestError("no data rows after the header", path=layout.path, line=layout.header_line)
+    if tally is not None:
+        tally["masked"] = parser.masked
 
 
-def table_batches(layout: Layout, opener: ChunkOpener, batch_rows: int) -> Iterator[MatrixBatch]:
+def table_batches(
+    layout: Layout, opener: ChunkOpener, batch_rows: int, tally: dict[str, int] | None = None
+) -> Iterator[MatrixBatch]:
     """Stream a table as MatrixBatches of ``batch_rows`` rows."""
-    yield from rebatch(parsed_parts(layout, opener), len(layout.betas), batch_rows)
+    yield from rebatch(parsed_parts(layout, opener, tally), len(layout.betas), batch_rows)
 
 
-def table_blocks(layout: Layout, opener: ChunkOpener, multiple: int) -> Iterator[MatrixBatch]:
+def table_blocks(
+    layout: Layout, opener: ChunkOpener, multiple: int, tally: dict[str, int] | None = None
+) -> Iterator[MatrixBatch]:
     """Stream a table as parsed, in blocks of a multiple of ``multiple`` rows (see :func:`._table.align`)."""
-    yield from align(parsed_parts(layout, opener), multiple)
+    yield from align(parsed_parts(layout, opener, tally), multiple)

@@ -38,6 +38,9 @@ class MatrixSource:
     batch_rows: int = 65_536
     _stream: Callable[[int], Iterator[MatrixBatch]] | None = field(default=None, repr=False, compare=False)
     _blocks: Callable[[int], Iterator[MatrixBatch]] | None = field(default=None, repr=False, compare=False)
+    #: What reading the rows found, for the operator: ``pvalue_columns`` (detection p-value columns in
+    #: the header) and, once the rows are read, ``masked`` (values the p-value cut turned missing).
+    tally: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def batches(self) -> Iterator[MatrixBatch]:
         """Stream the probe rows as :class:`MatrixBatch` es of ``batch_rows`` rows (the last may be shorter).

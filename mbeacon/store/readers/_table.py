@@ -248,6 +248,7 @@ class Converted:
     probes: pa.Array | pa.ChunkedArray | None = None
     values: np.ndarray | None = None
     problem: str | None = None
+    masked: int = 0  # values turned missing by the detection p-value cut
 
 
 _BLANK_LINES = re.compile(rb"(?m)^\r?\n")
@@ -281,6 +282,7 @@ class TableParser:
     def __init__(self, layout: Layout, locate: Callable[[str], int | None] | None = None) -> None:
         self.layout = layout
         self.seen: set[str] = set()
+        self.masked = 0  # values masked by the p-value cut in the chunks accepted so far
         self._locate = locate
         names = [f"f{i}" for i in range(layout.n_fields)]
         self._probe = names[layout.probe]
@@ -379,6 +381,7 @@ class TableParser:
             return Converted(chunk, problem="missing probe id")
         cut = self.layout.pval_cut
         values = np.empty((rows, len(self._betas)), dtype=np.float32)
+        masked = 0
         for j, (beta_name, pval_name) in enumerate(zip(self._betas, self._pvals, strict=True)):
             beta = _floats(table.column(beta_name), np.float32)
             if pval_name is not None and cut is not None:
@@ -390,11 +393,13 @@ class TableParser:
                     return Converted(chunk, problem=str(exc))
                 if np.fmin.reduce(pval) < 0 or np.fmax.reduce(pval) > 1:
                     return Converted(chunk, problem="detection p-value outside [0, 1]")
-                beta = np.where(pval > cut, np.float32(np.nan), beta)
+                above = pval > cut
+                masked += int(np.count_nonzero(above & ~np.isnan(beta)))
+                beta = np.where(above, np.float32(np.nan), beta)
             values[:, j] = beta
         if np.fmin.reduce(values, axis=None) < 0 or np.fmax.reduce(values, axis=None) > 1:
             return Converted(chunk, problem="beta value outside [0, 1]")
-        return Converted(chunk, lines=lines, probes=probes, values=values)
+        return Converted(chunk, lines=lines, probes=probes, values=values, masked=masked)
 
     def accept(self, converted: Converted, first_line: int) -> tuple[list[str], np.ndarray, int]:
         """Finish a converted chunk in file order: raise its problem at its line, check probe ids."""
@@ -408,6 +413,7 @@ class TableParser:
         if len(fresh) != len(ids) or not self.seen.isdisjoint(fresh):
             self.explain(chunk, first_line, "duplicate probe id")
         self.seen |= fresh
+        self.masked += converted.masked
         return ids, converted.values, converted.lines
 
     def _read(self, data: bytes) -> pa.Table:

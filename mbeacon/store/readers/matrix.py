@@ -104,12 +104,14 @@ def open_beta_matrix(path: str | Path, *, pval_cut: float | None, batch_rows: in
         metadata["detection_pvalues"] = "applied" if pval_cut is not None else "ignored"
         if pval_cut is not None:
             metadata["pval_cut"] = repr(pval_cut)
+    tally = {"pvalue_columns": sum(p is not None for p in pvals)}
     return MatrixSource(
         path=where,
         format="matrix",
         samples=samples,
         metadata=metadata,
         batch_rows=batch_rows,
-        _stream=functools.partial(table_batches, layout, opener),
-        _blocks=functools.partial(table_blocks, layout, opener),
+        _stream=functools.partial(table_batches, layout, opener, tally=tally),
+        _blocks=functools.partial(table_blocks, layout, opener, tally=tally),
+        tally=tally,
     )
