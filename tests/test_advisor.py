@@ -464,10 +464,14 @@ def test_the_advisor_recommends_a_corner_setting_when_its_grid_has_one(demo) -> 
 # --- choosing the prior and errors -----------------------------------------------------------------------
 
 
-def test_prior_is_the_configured_one_else_the_only_one(store_copy: Path, tmp_path: Path) -> None:
+def test_prior_is_the_configured_one_else_the_stores_default_else_the_only_one(
+    store_copy: Path, tmp_path: Path
+) -> None:
     assert choose_prior(store_copy, DEMO_DATASET, None) == (DEMO_PRIOR, "only prior in the store")
     prior = load_prior(store_copy, DEMO_PRIOR)
     save_prior(store_copy, replace(prior, name="other", version=None))
+    assert choose_prior(store_copy, DEMO_DATASET, None)[0] == DEMO_PRIOR  # the store's recorded default
+    (store_copy / "priors" / "DEFAULT").unlink()
     with pytest.raises(DataError, match=r"2 priors .*--prior NAME"):
         choose_prior(store_copy, DEMO_DATASET, None)
     assert choose_prior(store_copy, DEMO_DATASET, "other") == ("other", "--prior")

@@ -478,6 +478,7 @@ def test_test_mode_on_an_unprotected_dataset_without_a_prior(store: Path, tmp_pa
     shutil.copytree(store, root)
     prior = load_prior(root, "demo-general-population")
     save_prior(root, type(prior)(**{**prior.__dict__, "name": "second-prior"}))
+    (root / "priors" / "DEFAULT").unlink()  # no recorded default: none is chosen
     unprotected = {"mechanism": "none", "allow_unprotected": True}
     app = create_app({"store": str(root), "database_url": f"sqlite:///{tmp_path}/ledger.sqlite3",
                       "defaults": unprotected, "datasets": {}})  # fmt: skip

@@ -330,9 +330,9 @@ def test_prior_remove_is_refused_while_a_dataset_is_served_with_it(tmp_path: Pat
 
     assert _cli("prior", "remove", "p2", "--config", str(config), "--yes").exit_code == 0  # unused
     assert prior_names(store) == ["p1"]
-    # p1 is now the store's only prior: without a configuration, dataset d is served with it
+    # p1 is the store's default (recorded when p2 joined it): without a configuration, d is served with it
     alone = _cli("prior", "remove", "p1", "--store", str(store), "--yes")
-    assert alone.exit_code == 2 and "dataset d (only prior in the store)" in alone.stderr
+    assert alone.exit_code == 2 and "dataset d (the store's default prior" in alone.stderr
     assert prior_names(store) == ["p1"]
     unknown = _cli("prior", "remove", "p9", "--store", str(store), "--yes")
     assert unknown.exit_code == 2 and "no prior named 'p9'" in unknown.stderr

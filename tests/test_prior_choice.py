@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from mbeacon.beacon.config import ServiceConfig, dataset_policy
-from mbeacon.store.priors import NoPriorChosen, PriorChoice, choose_prior, prior_from_means, save_prior
+from mbeacon.store.priors import (
+    NoPriorChosen,
+    PriorChoice,
+    choose_prior,
+    prior_from_means,
+    recorded_default,
+    remove_prior,
+    save_prior,
+)
 
 
 def _save(store: Path, name: str) -> None:
@@ -22,13 +30,36 @@ def test_a_named_prior_wins_and_says_who_named_it(tmp_path: Path) -> None:
     assert choose_prior(tmp_path, "blood", named_by="--prior") == PriorChoice("blood", "--prior")
 
 
-def test_unnamed_the_store_must_hold_exactly_one(tmp_path: Path) -> None:
+def test_unnamed_the_only_prior_and_it_stays_the_choice_when_another_is_added(tmp_path: Path) -> None:
+    """Adding a prior never makes the unnamed choice ambiguous: the only prior is recorded as the
+    store's default when a second joins it, and stays the choice (a reload keeps serving with it)."""
     with pytest.raises(NoPriorChosen, match="has no priors"):
         choose_prior(tmp_path)
-    _save(tmp_path, "blood")
-    assert choose_prior(tmp_path) == PriorChoice("blood", "only prior in the store")
     _save(tmp_path, "pop450k")
+    assert choose_prior(tmp_path) == PriorChoice("pop450k", "only prior in the store")
+    _save(tmp_path, "pop450k")  # a new version of the same prior records nothing
+    assert recorded_default(tmp_path) is None
+    _save(tmp_path, "blood")  # sorts first: the old rule's "only prior" could not have guessed it
+    _save(tmp_path, "cord")
+    assert recorded_default(tmp_path) == "pop450k"
+    assert choose_prior(tmp_path).name == "pop450k"
+    assert choose_prior(tmp_path, "blood") == PriorChoice("blood", "config")
+
+
+def test_unnamed_without_a_recorded_default_several_priors_are_refused(tmp_path: Path) -> None:
+    _save(tmp_path, "blood")
+    _save(tmp_path, "pop450k")
+    (tmp_path / "priors" / "DEFAULT").unlink()  # priors copied in by hand record nothing
     with pytest.raises(NoPriorChosen, match=r"has 2 priors \(blood, pop450k\) and none is named"):
+        choose_prior(tmp_path)
+    remove_prior(tmp_path, "pop450k")
+    _save(tmp_path, "pop450k")  # records blood, the only prior then
+    assert recorded_default(tmp_path) == "blood"
+    remove_prior(tmp_path, "blood")  # the default removed: its record goes with it
+    assert recorded_default(tmp_path) is None and choose_prior(tmp_path).name == "pop450k"
+    _save(tmp_path, "blood")
+    (tmp_path / "priors" / "DEFAULT").write_text("gone\n")  # a default that was removed is no choice
+    with pytest.raises(NoPriorChosen, match="none is named"):
         choose_prior(tmp_path)
 
 

@@ -40,8 +40,17 @@ def _summary(saved: Any) -> dict[str, Any]:
     }
 
 
-def _report_saved(saved: Any, as_json: bool) -> None:
+def _report_saved(store: Path, saved: Any, as_json: bool) -> None:
+    from mbeacon.store.priors import prior_names, recorded_default
+
     summary = _summary(saved)
+    default = recorded_default(store)
+    if not as_json and default is not None and default != saved.name and len(prior_names(store)) == 2:
+        click.echo(
+            f"note: the store now holds two priors; {default!r} is recorded as its default, so datasets "
+            "whose configuration names no prior keep it (name one with prior = NAME or default_prior)",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -86,7 +95,7 @@ def import_means(path: Path | None, store: Path, name: str, sd_reference: Path |
     check_name(name)
     sd_model = learn_sd_model(sd_reference) if sd_reference is not None else None
     built = import_means_file(path, name=name, sd_model=sd_model)
-    _report_saved(save_prior(store, built), as_json)
+    _report_saved(store, save_prior(store, built), as_json)
 
 
 @prior.command("build")
@@ -135,7 +144,7 @@ def build(
     )
     from mbeacon.store.priors import save_prior
 
-    _report_saved(save_prior(store, built), as_json)
+    _report_saved(store, save_prior(store, built), as_json)
 
 
 def _reference_prior(

@@ -56,6 +56,7 @@ from mbeacon.store.priors.storage import (
     list_priors,
     load_prior,
     prior_names,
+    recorded_default,
     remove_prior,
     save_prior,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "prior_from_means",
     "prior_from_table_file",
     "prior_names",
+    "recorded_default",
     "remove_prior",
     "save_prior",
 ]

@@ -9,6 +9,11 @@ A version is never overwritten: :func:`save_prior` picks ``k = 1 + latest`` unde
 (two writers never pick the same version) and publishes the file atomically
 (:mod:`mbeacon.store.atomic`), so a failure leaves no new version behind. :func:`list_priors` reads only
 the files' headers (after their checksums); :func:`prior_names` opens no file.
+
+A dataset whose configuration names no prior is served with the store's only prior. So that adding a
+second prior never makes that choice ambiguous (a reload would then have no prior for it), the first
+prior is recorded as the store's default (``STORE/priors/DEFAULT``) when a second one is saved, and
+:func:`choose_prior` keeps choosing it.
 """
 
 from __future__ import annotations
@@ -41,11 +46,14 @@ __all__ = [
     "list_priors",
     "load_prior",
     "prior_names",
+    "recorded_default",
     "remove_prior",
     "save_prior",
 ]
 
 PRIORS_DIR = "priors"
+#: The store's recorded default prior (a name), written when a second prior joins the only one.
+DEFAULT_FILE = "DEFAULT"
 FILE_FORMAT = "mbeacon-prior"
 FILE_FORMAT_VERSION = 1
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.h5$")
@@ -136,6 +144,7 @@ def save_prior(store_dir: Any, prior: Prior) -> Prior:
     leaves no new version behind.
     """
     directory = _prior_dir(store_dir, prior.name)
+    _record_default_before(store_dir, prior.name)
     with _locked(directory):
         existing = _versions(directory)
         version = (existing[-1] if existing else 0) + 1
@@ -215,6 +224,8 @@ def remove_prior(store_dir: Any, name: str, version: int | None = None) -> list[
     if not _versions(directory):
         with contextlib.suppress(OSError):  # a file of someone else's left in it: keep the folder
             directory.rmdir()
+        if recorded_default(store_dir) == name:  # a default that is gone chooses nothing
+            (Path(store_dir) / PRIORS_DIR / DEFAULT_FILE).unlink(missing_ok=True)
     return doomed
 
 
@@ -225,6 +236,24 @@ def prior_names(store_dir: Any) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and _NAME.match(p.name) and _versions(p))
+
+
+def recorded_default(store_dir: Any) -> str | None:
+    """The store's recorded default prior (see the module docstring), or None."""
+    try:
+        name = (Path(store_dir) / PRIORS_DIR / DEFAULT_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name if _NAME.match(name) else None
+
+
+def _record_default_before(store_dir: Any, adding: str) -> None:
+    """Record the store's only prior as its default before a prior of another name is added, so the
+    datasets served with it keep it."""
+    names = prior_names(store_dir)
+    if len(names) == 1 and names[0] != adding and recorded_default(store_dir) is None:
+        with publish(Path(store_dir), Path(store_dir) / PRIORS_DIR / DEFAULT_FILE) as temp:
+            temp.write_text(names[0] + "\n", encoding="ascii")
 
 
 class PriorChoice(NamedTuple):
@@ -243,12 +272,16 @@ class NoPriorChosen(DataError):
 
 
 def choose_prior(store_dir: Any, named: str | None = None, *, named_by: str = "config") -> PriorChoice:
-    """The prior to use: ``named`` when given (``named_by`` says who named it), else the store's only
-    prior. The service and the budget advisor both choose this way, so that the advisor models the
-    prior the beacon answers with. :class:`NoPriorChosen` says how many priors the store holds."""
+    """The prior to use: ``named`` when given (``named_by`` says who named it), else the store's
+    recorded default, else its only prior. The service and the budget advisor both choose this way, so
+    that the advisor models the prior the beacon answers with. :class:`NoPriorChosen` says how many
+    priors the store holds."""
     if named:
         return PriorChoice(named, named_by)
     names = prior_names(store_dir)
+    default = recorded_default(store_dir)
+    if default in names:
+        return PriorChoice(default, f"the store's default prior ({PRIORS_DIR}/{DEFAULT_FILE})")
     if len(names) == 1:
         return PriorChoice(names[0], "only prior in the store")
     if not names:
