@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from http import HTTPStatus
@@ -226,6 +228,44 @@ def settings(bind: str = "127.0.0.1:8000", workers: int | None = None, threads: 
     }
 
 
+def reload_refusal(config_path: str | None) -> str | None:
+    """Why the configuration and store a reload would load cannot be served (the last line of
+    ``mbeacon config check``), or None when they can. Checked in a child process: the master keeps no
+    store, prior or ledger open, and what it imported at start-up is not what the workers will load."""
+    command = [sys.executable, "-m", "mbeacon.cli", "config", "check"]
+    if config_path:
+        command += ["--config", config_path]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RELOAD_CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"the configuration check did not finish in {RELOAD_CHECK_TIMEOUT_S} s"
+    if done.returncode == 0:
+        return None
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1].removeprefix("error: ") if lines else f"the check exited with status {done.returncode}"
+
+
+#: How long a reload may spend checking the new configuration before it is refused.
+RELOAD_CHECK_TIMEOUT_S = 120
+
+
+def _guarded_arbiter(config_path: str | None) -> type:
+    """gunicorn's arbiter, reloading (SIGHUP) only a configuration that passes ``mbeacon config check``:
+    gunicorn's own reload starts new workers that fail to boot on a bad configuration, and then stops
+    the master, taking the running workers with it."""
+    from gunicorn.arbiter import Arbiter
+
+    class GuardedArbiter(Arbiter):
+        def handle_hup(self) -> None:
+            refusal = reload_refusal(config_path)
+            if refusal is not None:
+                self.log.error("reload refused, the running workers keep serving: %s", refusal)
+                return
+            super().handle_hup()
+
+    return GuardedArbiter
+
+
 def run(
     config_path: str | None,
     options: dict[str, Any],
@@ -249,5 +289,13 @@ def run(
             from mbeacon.api import create_app
 
             return create_app(config_path)
+
+        def run(self) -> None:
+            try:
+                _guarded_arbiter(config_path)(self).run()
+            except RuntimeError as error:  # gunicorn's own handling of a master that cannot start
+                print(f"\nError: {error}\n", file=sys.stderr)
+                sys.stderr.flush()
+                sys.exit(1)
 
     MBeaconApplication().run()

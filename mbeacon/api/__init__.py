@@ -49,9 +49,16 @@ def _resolve(config: ServiceConfig | Mapping[str, Any] | str | Path | None) -> S
 def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = None) -> Flask:
     settings = _resolve(config)
     logs.configure()
-    ledger = Ledger.open(settings.database_url, sqlite_sync=settings.sqlite_sync)
+    # the store is checked before the ledger is created or migrated: a configuration that cannot
+    # serve leaves nothing behind (no ledger file, no directory)
+    ledger = Ledger.open(settings.database_url, sqlite_sync=settings.sqlite_sync, migrate=False)
     engine = AnswerEngine(settings, ledger)
-    engine.check()
+    try:
+        engine.check()
+        ledger.migrate()
+    except BaseException:
+        ledger.close()
+        raise
     for dataset in engine.dataset_ids():
         if not sanitiser_of(settings.policy(dataset)).spends_budget:
             log.warning(

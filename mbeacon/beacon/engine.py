@@ -49,6 +49,7 @@ from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivit
 from mbeacon.beacon.guarantee import check_copies, check_prior_is_public, copies_by_content, guarantee
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
+from mbeacon.beacon.preflight import check_tables
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.beacon.release import Work, audit_text, query_key, release
@@ -154,7 +155,9 @@ class AnswerEngine:
             return self._priors[name]
 
     def check(self) -> None:
-        """Fail at start-up, with a clear message, if a dataset cannot be served."""
+        """Fail at start-up, with a clear message, if a dataset cannot be served or a dataset table
+        names no dataset (preflight.py). Reads the store only: the ledger is not touched."""
+        check_tables(self.config, self.dataset_ids())
         for dataset in self.dataset_ids():
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file

@@ -5,7 +5,8 @@ when its command runs, so ``mbeacon --help`` and the light commands do not pay f
 Flask or httpx:
 
 * :mod:`.audit` -- ``audit``, the statistical DP tests of every mechanism;
-* :mod:`.serve` -- ``serve`` and ``demo``, the beacon under gunicorn;
+* :mod:`.serve` -- ``serve``, ``reload`` and ``demo``, the beacon under gunicorn;
+* :mod:`.config` -- ``config check``, a configuration checked against its store and ledger;
 * :mod:`.users` -- ``users``, the keys of researchers and operators;
 * :mod:`.budget` -- ``budget``, the privacy budgets in the ledger and the SVT² parameter advisor;
 * :mod:`.db` -- ``db``, the ledger's schema;
@@ -49,6 +50,7 @@ COMMANDS = {
         "mbeacon.cli.budget:budget",
         "Show, set and reset privacy budgets (every change is written to the audit log).",
     ),
+    "config": LazyCommand("mbeacon.cli.config:config", "Check a service configuration before serving it."),
     "datasets": LazyCommand(
         "mbeacon.cli.data:datasets", "List the datasets of a store (or manage them with a subcommand)."
     ),
@@ -75,6 +77,10 @@ COMMANDS = {
     "prior": LazyCommand(
         "mbeacon.cli.prior:prior",
         "Population priors: what a general population looks like at each CpG probe.",
+    ),
+    "reload": LazyCommand(
+        "mbeacon.cli.serve:reload",
+        "Reload a running beacon's configuration and priors, after checking that they can be served.",
     ),
     "serve": LazyCommand(
         "mbeacon.cli.serve:serve",
@@ -110,6 +116,7 @@ def main(ctx: click.Context, actor: str | None) -> None:
       mbeacon ingest FILE --store S --dataset ID      a cohort into the store
       mbeacon prior import-means --store S --name P   a population prior
       mbeacon users add NAME --config FILE            a researcher's key (--admin: an operator's)
+      mbeacon config check --config FILE              what it will serve, checked
       mbeacon serve --config FILE                     the beacon under gunicorn
       mbeacon log --config FILE                       who changed what: the audit log
     See README.md and deploy/README.md; `mbeacon audit` tests the privacy mechanisms.

@@ -189,3 +189,56 @@ def demo(port: int, data_dir: Path, workers: int) -> None:
     click.echo(f"docs: {base}/docs   (config: {config_path}; stop with Ctrl-C)", err=True)
     sys.stdout.flush()
     server.run(str(config_path), server.settings(f"127.0.0.1:{port}", workers))
+
+
+@click.command(context_settings=HELP_OPTIONS)
+@config_option
+@click.option("--pid", "pid", type=click.IntRange(min=1), default=None,
+              help="The process id of the beacon's master (systemd: $MAINPID).")  # fmt: skip
+@click.option("--pidfile", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A file holding that process id (gunicorn's --pid).")  # fmt: skip
+def reload(config_path: Path | None, pid: int | None, pidfile: Path | None) -> None:
+    """Reload a running beacon's configuration and priors, after checking that they can be served.
+
+    Runs `mbeacon config check` on the configuration; only when it passes is the master sent SIGHUP
+    (new workers start, the old ones finish their requests). When it fails, nothing is signalled, the
+    running workers keep serving, and the exit status is 2 with the reason. The master runs the same
+    check again when it gets the signal, so a plain `kill -HUP` is guarded too.
+    """
+    import signal
+
+    from mbeacon.cli.config import NotServable, check_service
+
+    if (pid is None) == (pidfile is None):
+        fail("name the beacon's master: --pid PID or --pidfile FILE")
+    if pidfile is not None:
+        try:
+            pid = int(pidfile.read_text().strip())
+        except ValueError:
+            fail(f"{pidfile}: does not hold a process id")
+    assert pid is not None
+    _check_is_beacon(pid)
+    try:
+        checked = check_service(config_path)
+    except NotServable as error:
+        fail(f"reload refused, the running beacon is unchanged: {error}")
+    try:
+        os.kill(pid, signal.SIGHUP)
+    except ProcessLookupError:
+        fail(f"no process {pid}: is the beacon running?")
+    except PermissionError:
+        fail(f"not allowed to signal process {pid} (run as the beacon's user)")
+    count = len(checked.plans)
+    click.echo(f"reload requested: {count} dataset{'' if count == 1 else 's'} will be served (pid {pid})")
+
+
+def _check_is_beacon(pid: int) -> None:
+    """Refuse to signal a process that is not a beacon's master (a stale pid file names anything)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        fail(f"no process {pid}: is the beacon running?")
+    except OSError:
+        return  # no /proc to read: the signal's own errors will say
+    if "mbeacon" not in command and "gunicorn" not in command:
+        fail(f"process {pid} is not a beacon ({command.strip()[:80]!r}): check --pid / --pidfile")

@@ -143,8 +143,6 @@ class SQLiteDatabase(Database):
     def __init__(self, path: str | Path, *, sync_every_commit: bool = False) -> None:
         self.path = str(path)
         self.sync_every_commit = sync_every_commit
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._write_failure: tuple[float, str] | None = None  # (when, why) of the last failed write
 
@@ -156,6 +154,8 @@ class SQLiteDatabase(Database):
             return conn
         conn = None
         try:
+            if self.path != ":memory:":  # on first use: a ledger opened but never used creates nothing
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             _set_wal(conn)
             conn.execute(f"PRAGMA synchronous={'FULL' if self.sync_every_commit else 'NORMAL'}")
@@ -163,7 +163,7 @@ class SQLiteDatabase(Database):
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute(f"PRAGMA cache_size={-CACHE_KIB}")
             conn.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
-        except sqlite3.Error as error:
+        except (sqlite3.Error, OSError) as error:
             if conn is not None:
                 conn.close()
             raise LedgerUnavailable(f"ledger database {self.path}: {error}{self._space_problem()}") from error

@@ -104,11 +104,15 @@ class Ledger:
         ledger = cls(connect(url, sqlite_sync=sqlite_sync))
         if migrate:
             try:
-                schema.upgrade(ledger.db)
+                ledger.migrate()
             except BaseException:
                 ledger.close()
                 raise
         return ledger
+
+    def migrate(self) -> list[int]:
+        """Create the tables, or apply the migrations the ledger lacks; the versions applied."""
+        return schema.upgrade(self.db)
 
     def close(self) -> None:
         self.db.close()
