@@ -29,7 +29,8 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     """The demo store plus, for every other dataset in the module's ``DATASETS``, a cohort of the
     demo's first ``EXTRA_PROBES`` probes, so each policy has its own dataset. The k-th copy also holds
     the demo's next k probes, so that each is a cohort file of its own (the service refuses one file
-    served under two ids with per-holder budgets)."""
+    served under two ids with per-holder budgets), and its sample ids are its own: the copies stand for
+    other patients (the service refuses two files that hold the same samples)."""
     import numpy as np
 
     from mbeacon.store.cohorts import CohortStore
@@ -44,9 +45,8 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     copies = [name for name in request.module.DATASETS if name != DEMO_DATASET]
     for k, name in enumerate(copies, start=1):
         rows = np.arange(extra + k)
-        cohorts.write(
-            name, source.sample_ids.tolist(), [(source.probe_ids[rows].tolist(), source.rows(rows))]
-        )
+        samples = [f"{name}-{sample}" for sample in source.sample_ids.astype(str).tolist()]
+        cohorts.write(name, samples, [(source.probe_ids[rows].tolist(), source.rows(rows))])
     return root
 
 

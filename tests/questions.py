@@ -55,15 +55,17 @@ def build_store(base: Path, target: Path) -> Store:
     ids = source.probe_ids.tolist()
     values = source.rows(np.arange(SHARED_PROBES))
     shared = ids[:SHARED_PROBES]
-    samples = source.sample_ids.tolist()
     # the same probes in the reverse row order: a cohort file of its own (the service refuses one file
-    # served under two ids with per-holder budgets)
-    cohorts.write(SECOND, samples, [(shared[::-1], values[::-1])])
+    # served under two ids with per-holder budgets), with sample ids of its own: the cohorts stand for
+    # other patients (the service refuses two files that hold the same samples)
+    cohorts.write(SECOND, [f"{SECOND}-{s}" for s in source.sample_ids.astype(str).tolist()],
+                  [(shared[::-1], values[::-1])])  # fmt: skip
     manifest = Manifest(
         np.array(shared, dtype="S64"),
         np.array([CHROMOSOME] * SHARED_PROBES, dtype="S64"),
         np.array([position_of(i) for i in range(SHARED_PROBES)], dtype=np.int64),
     )
+    samples = [f"{POSITIONED}-{s}" for s in source.sample_ids.astype(str).tolist()]
     cohorts.write(POSITIONED, samples, [(shared, values)], manifest=manifest)
     return Store(target, demo.prior, shared, ids[SHARED_PROBES:])
 

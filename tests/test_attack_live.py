@@ -536,7 +536,8 @@ def beacon(tmp_path_factory):
     values = source.rows(np.arange(source.n_probes))
     for k, name in enumerate(("svt2-refuse", "svt2-prior", "suppressed", "noisy"), start=1):
         rows = np.roll(np.arange(source.n_probes), k)  # the rows rotated: a cohort file of its own each
-        cohorts.write(name, source.sample_ids.tolist(), [(source.probe_ids[rows].tolist(), values[rows])])
+        samples = [f"{name}-{s}" for s in source.sample_ids.astype(str).tolist()]  # standing for others
+        cohorts.write(name, samples, [(source.probe_ids[rows].tolist(), values[rows])])
     url = f"sqlite:///{work}/ledger.sqlite3"
     ledger = Ledger.open(url)
     keys = [ledger.add_user(f"attacker{i}") for i in range(7)]

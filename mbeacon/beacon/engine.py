@@ -49,6 +49,7 @@ from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivit
 from mbeacon.beacon.guarantee import check_copies, check_prior_is_public, copies_by_content, guarantee
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
+from mbeacon.beacon.overlap import check_overlaps, find_overlaps
 from mbeacon.beacon.preflight import check_tables
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
@@ -155,8 +156,9 @@ class AnswerEngine:
             return self._priors[name]
 
     def check(self) -> None:
-        """Fail at start-up, with a clear message, if a dataset cannot be served or a dataset table
-        names no dataset (preflight.py). Reads the store only: the ledger is not touched."""
+        """Fail at start-up, with a clear message, if a dataset cannot be served, a dataset table
+        names no dataset (preflight.py), or two files hold the same samples (overlap.py). Reads the
+        store only: the ledger is not touched."""
         check_tables(self.config, self.dataset_ids())
         for dataset in self.dataset_ids():
             policy = self.config.policy(dataset)
@@ -167,6 +169,10 @@ class AnswerEngine:
                 check_prior_is_public(dataset, self.prior(dataset), self.dataset_ids())
             self._servable(dataset)
         check_copies(self._copies(), self.config.policy, lambda d: self.new_params(d).to_storage())
+        files: dict[str, list[str]] = defaultdict(list)
+        for dataset in self.dataset_ids():
+            files[self.cohort(dataset).info.checksum].append(dataset)
+        check_overlaps(find_overlaps(sorted(files.values()), self.cohort))
 
     def _servable(self, dataset: str) -> None:
         """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""
