@@ -142,8 +142,12 @@ def test_researcher_page(browser, server, question, demo):
     page.dispatch_event("#key", "change")
     expect(page.locator(f"#dataset option[value='{demo.dataset}']")).to_have_count(1)
     page.select_option("#dataset", demo.dataset)
-    expect(page.locator("#dataset-note")).to_contain_text(f"at least {THRESHOLD} patients")
+    expect(page.locator("#dataset-note")).to_contain_text(f"at least {THRESHOLD} patients in the range")
+    expect(page.locator("#dataset-note")).to_contain_text("60 patients, 2,000 probes.")
     expect(page.locator("#positives-text")).to_have_text("3 of 3")  # a budget not opened yet
+    expect(page.locator("#answers-left")).to_have_text("You may get 3 more answers from the data.")
+    label = page.locator(f"#dataset option[value='{demo.dataset}']").inner_text()
+    assert label.count(demo.dataset) == 1, label  # the id once, then the name
     expect(page.locator("#epsilon-text")).to_have_text("100 of 100")
 
     # type-ahead: the probe's prefix lists it
@@ -155,6 +159,8 @@ def test_researcher_page(browser, server, question, demo):
     page.fill("#max", str(question["hi"]))
     expect(page.locator("#prior-probe")).to_have_text(probe)
     expect(page.locator("#chart rect.bar")).to_have_count(50)
+    # the density axis has a scale: "0" and at least two values above it
+    expect(page.locator("#chart text.tick[text-anchor='end']").nth(2)).to_be_attached()
     expect(page.locator("#chart-caption")).to_contain_text(f"In [{question['lo']:.2f}, {question['hi']:.2f}]")
     expect(page.locator("#chart .mark")).to_have_text(
         f"asked: {question['lo']:.2f}\u2013{question['hi']:.2f}"
@@ -166,6 +172,7 @@ def test_researcher_page(browser, server, question, demo):
     expect(page.locator("#answer-word")).to_have_text("Yes")
     expect(page.locator("#answer-source .badge")).to_have_text("answered from the data")
     expect(page.locator("#positives-text")).to_have_text("2 of 3")
+    expect(page.locator("#answers-left")).to_have_text("You may get 2 more answers from the data.")
     assert page.locator("#epsilon-text").inner_text() != "100 of 100"
     expect(page.locator("#chart .mark")).to_have_text("\u2714 yes \u00b7 from the data")
     expect(page.locator("#error")).to_be_hidden()
@@ -255,4 +262,86 @@ def test_api_reference(browser, server):
 
     assert all(u.startswith(beacon.url + "/") or u.startswith("data:") for u in urls), urls  # no CDN
     assert not problems, problems
+    context.close()
+
+
+def _probes_asked(beacon: BeaconServer, key: str, **question: str) -> list[str]:
+    """The probes a gene or region question stands for, asked of the beacon by another user."""
+    params = {**question, "minValue": "0.6", "includeResultsetResponses": "ALL"}
+    response = httpx.get(beacon.url + "/api/methylation", params=params,
+                         headers={"Authorization": f"Bearer {key}"}, timeout=30)  # fmt: skip
+    assert response.status_code == 200, response.text
+    return [s["info"]["probeId"] for s in response.json()["response"]["resultSets"]]
+
+
+def test_researcher_page_asks_by_gene_and_by_region(browser, server, demo):
+    """A gene and a region each stand for several probes: the page lists each probe's answer, draws the
+    prior of the one picked, and counts the answers in words that agree with the budget meters."""
+    from playwright.sync_api import expect
+
+    beacon, key = server
+    ledger = Ledger.open(f"sqlite:///{beacon.config.parent}/ledger.sqlite3")
+    other = ledger.add_user("grace", tier="CONTROLLED")
+    ledger.close()
+    gene_probes = _probes_asked(beacon, other, geneId="DEMO1")
+    region_probes = _probes_asked(beacon, other, referenceName="chr1", start="100000", end="101000")
+    assert len(gene_probes) > 1 and len(region_probes) > 1
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    problems: list[str] = []
+    urls: list[str] = []
+    _watch(page, problems, urls)
+    page.goto(beacon.url + "/api/docs")
+    page.fill("#key", key)
+    page.dispatch_event("#key", "change")
+    expect(page.locator(f"#dataset option[value='{demo.dataset}']")).to_have_count(1)
+    page.select_option("#dataset", demo.dataset)
+    page.fill("#min", "0.6")
+    page.fill("#max", "1")
+
+    page.check("input[name=by][value=gene]")
+    expect(page.locator("#gene")).to_be_visible()
+    expect(page.locator("#probe")).to_be_hidden()
+    expect(page.locator("#gene-list option[value='DEMO1']")).to_have_count(1)  # from /filtering_terms
+    page.fill("#gene", "DEMO1")
+    page.click("#ask")
+    rows = page.locator("#per-probe tbody tr")
+    expect(rows).to_have_count(len(gene_probes))
+    assert [rows.nth(i).locator("button").inner_text() for i in range(len(gene_probes))] == gene_probes
+    expect(page.locator("#answer-detail")).to_contain_text(f"of {len(gene_probes)} probes of gene DEMO1")
+    shown = page.locator("#per-probe tr.shown button").inner_text()
+    expect(page.locator("#prior-probe")).to_have_text(shown)
+    expect(page.locator("#chart .mark")).to_contain_text("from the")  # the probe's answer, on its curve
+    rows.nth(1).locator("button").click()
+    expect(page.locator("#prior-probe")).to_have_text(gene_probes[1])
+    expect(page.locator("#per-probe tr.shown")).to_have_attribute("data-probe", gene_probes[1])
+    left = int(page.locator("#positives-text").inner_text().split(" of ")[0])
+    more = "1 more answer" if left == 1 else f"{left} more answers"
+    expect(page.locator("#answers-left")).to_have_text(f"You may get {more} from the data.")
+    page.screenshot(path=str(SHOTS / "mbeacon-browser-7-gene.png"), full_page=True)
+
+    page.check("input[name=by][value=region]")
+    page.fill("#chromosome", "chr1")
+    page.fill("#start", "100000")
+    page.fill("#end", "101000")
+    page.click("#ask")
+    expect(page.locator("#history tbody tr")).to_have_count(2)
+    expect(rows).to_have_count(len(region_probes))
+    expect(page.locator("#answer-detail")).to_contain_text(
+        f"of {len(region_probes)} probes of chr1:100000-101000"
+    )
+    expect(page.locator("#prior-probe")).to_have_text(page.locator("#per-probe tr.shown button").inner_text())
+    history = [page.locator("#history tbody tr").nth(i).inner_text().split("\t") for i in range(2)]
+    assert [row[2] for row in history] == ["chr1:100000-101000", "gene DEMO1"]
+    assert all(re.fullmatch(r"yes at \d+ of \d+ probes|no \(\d+ probes\)", row[4]) for row in history), (
+        history
+    )
+    page.screenshot(path=str(SHOTS / "mbeacon-browser-8-region.png"), full_page=True)
+
+    icon = httpx.get(beacon.url + "/favicon.ico", timeout=30)
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert not [p for p in problems if "Content Security Policy" in p or "page error" in p], problems
+    assert not problems, problems  # no failed request either: the favicon is found
     context.close()

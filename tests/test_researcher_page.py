@@ -208,3 +208,15 @@ def test_reference_page_and_its_files(beacon):
         assert asset.headers["X-Content-Type-Options"] == "nosniff"
     for name in ("index.html", "swagger-editor-bundle.js", "..%2F__init__.py", "LICENSE", "researcher.js"):
         assert client.get(f"/api/reference/{name}", base_url=BASE).status_code == 404
+
+
+def test_the_pages_icon_is_served_at_the_root(beacon):
+    """Browsers ask every site for /favicon.ico: an icon, not a 404 in every page view's log."""
+    app, _, _ = beacon
+    client = app.test_client()
+    page = _get(beacon, "/api/docs").get_data(as_text=True)
+    assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in page
+    for path in ("/favicon.ico", "/favicon.svg"):
+        icon = client.get(path, base_url=BASE)
+        assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
+        assert icon.data.startswith(b"<svg") and icon.headers["X-Content-Type-Options"] == "nosniff"

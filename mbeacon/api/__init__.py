@@ -78,6 +78,7 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
     app.register_blueprint(framework.bp, url_prefix="/api")
     app.register_blueprint(methylation.bp, url_prefix="/api")
     app.register_blueprint(docs.bp, url_prefix="/api")
+    app.register_blueprint(docs.icon_bp)
     app.register_blueprint(admin.bp, url_prefix="/api/admin")
     app.register_blueprint(ops.bp)
     _install_hooks(app)
