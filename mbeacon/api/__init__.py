@@ -24,6 +24,7 @@ from mbeacon.api import admin, docs, framework, logs, methylation, metrics, ops,
 from mbeacon.api.auth import AuthError, authenticated_user
 from mbeacon.api.bodies import MALFORMED_CHUNKED
 from mbeacon.api.jsonprovider import OrjsonProvider
+from mbeacon.api.oidc import Verifier
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.api.runtime import Runtime
 from mbeacon.beacon.answers import BudgetExhausted, DatasetUnavailable
@@ -67,8 +68,9 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
                 dataset,
             )
     app = Flask(__name__, static_folder=None)  # no static files: no route that serves the package folder
-    app.config["MBEACON"] = Runtime(settings, ledger, engine, RateLimiter(settings.rate_limit_per_minute,
-                                                                          settings.redis_url))  # fmt: skip
+    limiter = RateLimiter(settings.rate_limit_per_minute, settings.redis_url)
+    verifier = Verifier(settings.oidc) if settings.oidc is not None else None
+    app.config["MBEACON"] = Runtime(settings, ledger, engine, limiter, verifier)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json = OrjsonProvider(app)  # responses encoded by orjson; request bodies still by json.loads
     app.json.sort_keys = False

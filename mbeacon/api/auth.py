@@ -1,6 +1,8 @@
-"""Who is calling: bearer API keys (researchers), admin keys (operators) or nobody (anonymous).
+"""Who is calling: bearer API keys (researchers), admin keys (operators), OIDC tokens of trusted
+identity providers (signed-in researchers, when the configuration has an ``[oidc]`` table: see
+:mod:`mbeacon.api.oidc` and :mod:`mbeacon.api.passports`) or nobody (anonymous).
 
-An invalid key is always 401, never a silent fall-back to anonymous access. Admin keys are a
+An invalid key or token is always 401, never a silent fall-back to anonymous access. Admin keys are a
 separate role: they run the admin API and read metrics, and cannot query data (so an operator's
 key leaking into a script does not also open a budget); researcher keys cannot reach admin routes.
 """
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 from flask import g, request
 
+from mbeacon.api.oidc import TokenRefused, Verifier, looks_like_jwt
+from mbeacon.api.passports import passport
 from mbeacon.api.runtime import runtime
 from mbeacon.beacon.answers import Principal
 from mbeacon.beacon.ledger import User
@@ -31,7 +35,7 @@ def bearer_key() -> str | None:
     if not header:
         return None
     if scheme.lower() != "bearer" or not key.strip():
-        raise AuthError(401, "Authorization header must be 'Bearer <API key>'")
+        raise AuthError(401, "Authorization header must be 'Bearer <API key or token>'")
     return key.strip()
 
 
@@ -49,7 +53,10 @@ def authenticated_user() -> User | None:
     try:
         key = bearer_key()
         user = None
-        if key is not None:
+        verifier = runtime().oidc
+        if key is not None and verifier is not None and looks_like_jwt(key):
+            user = _signed_in(verifier, key)
+        elif key is not None:
             user = runtime().ledger.authenticate(key)
             if user is None:
                 raise AuthError(401, "invalid, revoked or expired API key")
@@ -58,6 +65,20 @@ def authenticated_user() -> User | None:
         raise
     g.mbeacon_user = user
     return user
+
+
+def _signed_in(verifier: Verifier, token: str) -> User:
+    """The researcher a verified OIDC token names, as a user of the request: REGISTERED (PUBLIC when
+    the configuration requires bona fide visas and the passport has none), with the passport's grants
+    kept for :func:`principal`."""
+    try:
+        signed_in = verifier.verify(token)
+        visas = passport(signed_in, verifier, token)
+    except TokenRefused as refused:
+        raise AuthError(refused.status, str(refused)) from None
+    g.mbeacon_grants = visas.grants
+    tier = "REGISTERED" if visas.bona_fide or not verifier.config.require_bona_fide else "PUBLIC"
+    return User(signed_in.holder, "researcher", tier, None, "", None)
 
 
 def principal(*, for_query: bool) -> Principal:
@@ -71,7 +92,7 @@ def principal(*, for_query: bool) -> Principal:
         if for_query:
             raise AuthError(403, "admin keys cannot query data; use a researcher key")
         return ANONYMOUS
-    return Principal(user.name, user.tier, user.group)
+    return Principal(user.name, user.tier, user.group, grants=g.get("mbeacon_grants", frozenset()))
 
 
 def require_admin() -> User:

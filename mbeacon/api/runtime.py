@@ -1,4 +1,5 @@
-"""What one app instance holds: configuration, ledger, answer engine and rate limiter."""
+"""What one app instance holds: configuration, ledger, answer engine, rate limiter and the verifier
+of OIDC tokens (when the configuration names issuers)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 
 from flask import current_app
 
+from mbeacon.api.oidc import Verifier
 from mbeacon.api.ratelimit import RateLimiter
 from mbeacon.beacon.config import ServiceConfig
 from mbeacon.beacon.engine import AnswerEngine
@@ -18,6 +20,7 @@ class Runtime:
     ledger: Ledger
     engine: AnswerEngine
     limiter: RateLimiter
+    oidc: Verifier | None = None
 
 
 def runtime() -> Runtime:

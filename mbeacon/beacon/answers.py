@@ -22,12 +22,20 @@ class Principal:
     tier: str
     group: str | None = None
     anonymous: bool = False
+    #: The ControlledAccessGrants visa values of a signed-in researcher's passport (verified).
+    grants: frozenset[str] = frozenset()
 
     def budget_holder(self, scope: str) -> str:
         """The holder whose budget this caller's query spends on a dataset of ``scope``."""
         return budget_holder(scope, self.name, self.group, self.anonymous)
 
     def may_see(self, policy: DatasetPolicy) -> bool:
+        """A dataset that names its grants is open to its grantees only (a visa for its grant, or a
+        user it names); any other to the callers whose tier reaches its tier."""
+        if policy.grant is not None or policy.granted_users:
+            if self.anonymous:
+                return False
+            return policy.grant in self.grants or self.name in policy.granted_users
         return TIERS.index(self.tier) >= TIERS.index(policy.tier)
 
 

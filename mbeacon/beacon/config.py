@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from mbeacon.beacon.oidc_config import OIDCConfig
 from mbeacon.beacon.sanitisers.policy import MIN_SVT_EPSILON, TIERS, PolicyBase, Tier
 from mbeacon.beacon.sanitisers.registry import SANITISERS, check_keys, mechanism_of
 
@@ -98,6 +99,8 @@ class ServiceConfig(BaseModel):
     #: Who the audit log names for changes made with the ``mbeacon`` command on this beacon's ledger
     #: (``cli:OPERATOR``); unset: the OS user running the command.
     operator: str | None = Field(None, min_length=1, max_length=100)
+    #: Bearer tokens of OpenID Connect providers beside API keys (None: API keys only).
+    oidc: OIDCConfig | None = None
     defaults: DatasetPolicy = Field(default_factory=lambda: dataset_policy())
     datasets: dict[str, DatasetPolicy] = Field(default_factory=dict)
 
@@ -141,7 +144,7 @@ def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
     """Top-level scalar settings from ``MBEACON_<FIELD>`` (dataset policies live in the file)."""
     out: dict[str, Any] = {}
     for name, field in ServiceConfig.model_fields.items():
-        if name in ("defaults", "datasets"):
+        if name in ("defaults", "datasets", "oidc"):  # tables: in the file only
             continue
         value = env.get(ENV_PREFIX + name.upper())
         if value is None:

@@ -31,6 +31,9 @@ _NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
 HOLDER_PATTERN = rf"^(user:|group:)?{_NAME}$|^global$|^anonymous$|^cohort$"
 #: Holders written without a name.
 SPECIAL_HOLDERS = ("global", "anonymous", "cohort")
+#: The user names of researchers signed in with OIDC tokens start with this (mbeacon/api/oidc.py): no
+#: API-key user may take one, so that no key can spend a signed-in researcher's budget.
+OIDC_PREFIX = "oidc-"
 
 HolderKind = Literal["user", "group", "global", "anonymous", "cohort"]
 

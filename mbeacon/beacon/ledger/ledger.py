@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from mbeacon.beacon import keys
 from mbeacon.beacon.budget import Account, AccountParams
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, UnknownTarget
+from mbeacon.beacon.holders import OIDC_PREFIX
 from mbeacon.beacon.ledger import schema
 from mbeacon.beacon.ledger.database import Database, Tx, connect
 from mbeacon.beacon.sanitisers import sanitiser_of
@@ -128,6 +129,10 @@ class Ledger:
         an active or a revoked user, is refused: a revoked user comes back with :meth:`rotate_key`."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
+        if name.startswith(OIDC_PREFIX):
+            raise InvalidRequest(
+                f"user names starting with {OIDC_PREFIX!r} are kept for researchers signed in with tokens"
+            )
         new = keys.mint()
         with self.db.transaction() as tx:
             tx.execute("SELECT revoked FROM users WHERE name = ?", (name,))

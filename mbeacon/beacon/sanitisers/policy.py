@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mbeacon.beacon.holders import canonical_name, is_name
 
 Tier = Literal["PUBLIC", "REGISTERED", "CONTROLLED"]
 TIERS: tuple[Tier, ...] = ("PUBLIC", "REGISTERED", "CONTROLLED")
@@ -43,11 +45,33 @@ class PolicyBase(BaseModel):
     scope: Literal["user", "group", "global"] = "user"
     on_exhausted: Literal["refuse", "prior"] = "refuse"
     tier: Tier = "REGISTERED"
+    #: A CONTROLLED dataset's grants (a data access committee's decision): the ControlledAccessGrants
+    #: visa value (a URL) that opens it to a signed-in researcher, and the API-key users it is open to.
+    #: With either set, only they may query it; unset, every user of tier CONTROLLED may.
+    grant: str | None = Field(None, min_length=1, max_length=2048)
+    granted_users: tuple[str, ...] = ()
     prior: str | None = None
     count_epsilon: float = Field(0.0, ge=0, allow_inf_nan=False)
     #: The most samples of one patient counted (the sensitivity); None: the bound recorded at ingest
     #: (see mbeacon.beacon.contribution).
     contribution_bound: int | None = Field(None, ge=1, le=10_000)
+
+    @field_validator("granted_users")
+    @classmethod
+    def _user_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        spelled = tuple(canonical_name(n) for n in names)  # one spelling, as the ledger keeps names
+        wrong = [n for n, s in zip(names, spelled, strict=True) if not is_name(s)]
+        if wrong:
+            raise ValueError(f"granted_users: {wrong[0][:70]!r} is not a user name")
+        return spelled
+
+    @model_validator(mode="after")
+    def _grants(self) -> PolicyBase:
+        if (self.grant is not None or self.granted_users) and self.tier != "CONTROLLED":
+            raise ValueError(
+                'grant and granted_users name who may query a CONTROLLED dataset: set tier = "CONTROLLED"'
+            )
+        return self
 
     @model_validator(mode="after")
     def _epsilon_parts(self) -> PolicyBase:
