@@ -255,3 +255,26 @@ def test_bona_fide_visas_open_registered_datasets_when_the_configuration_require
     assert ask(idp.token("bona-fide", ga4gh_passport_v1=[status])) == 403  # one of the two is not enough
     assert ask(idp.token("bona-fide", ga4gh_passport_v1=[status, terms])) == 200
     app.config["MBEACON"].ledger.close()
+
+
+@pytest.mark.slow
+def test_a_network_request_with_a_forwarded_token(idp, beacon) -> None:
+    """What a Beacon Network sends: the researcher's token forwarded, POST /datasets, and the
+    datasets to ask in bento's and in the production implementation's spellings."""
+    server, _, _, probe = beacon
+    token = idp.token("network-1", ga4gh_passport_v1=[idp.visa("ControlledAccessGrants", GRANT, "network-1")])
+    headers = {"Authorization": f"Bearer {token}"}
+    minimal = {"meta": {"apiVersion": "v2.0.0"}}
+    listed = httpx.post(f"{server.url}/api/datasets", json=minimal, headers=headers, timeout=30)
+    assert listed.status_code == 200, listed.text
+    assert CONTROLLED in {d["id"] for d in listed.json()["response"]["collections"]}
+    bento = {"query": {"requestParameters": {"probeId": probe}, "datasets": {"datasetIds": [CONTROLLED]}}}
+    production = {"query": {"requestParameters": {"probeId": probe, "datasets": [CONTROLLED]}}}
+    for body in (bento, production):
+        answer = httpx.post(f"{server.url}/api/methylation", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert {s["id"] for s in answer.json()["response"]["resultSets"]} == {CONTROLLED}
+    other = idp.token("network-2")  # no grant: the dataset it names is refused, never widened
+    refused = httpx.post(f"{server.url}/api/methylation", json=bento, timeout=30,
+                         headers={"Authorization": f"Bearer {other}"})  # fmt: skip
+    _refused(refused, 403, "not available to you")

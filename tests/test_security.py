@@ -253,6 +253,8 @@ ACCESS: dict[tuple[str, str], Access] = {
     ),
     ("/api/admin/audit", "GET"): Access(static("/api/admin/audit", limit="50"), OPERATOR, operator=True),
     ("/livez", "GET"): Access(static("/livez"), EVERYONE),
+    ("/favicon.ico", "GET"): Access(static("/favicon.ico"), EVERYONE),
+    ("/favicon.svg", "GET"): Access(static("/favicon.svg"), EVERYONE),
     ("/readyz", "GET"): Access(static("/readyz"), EVERYONE),
     ("/metrics", "GET"): Access(static("/metrics"), OPERATOR, operator=True),
 }

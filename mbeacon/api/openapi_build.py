@@ -12,7 +12,7 @@ BEARER: list[dict] = [{"bearerAuth": []}]
 _ERROR_HEADERS = {401: ("WWW-Authenticate",), 429: ("Retry-After",), 503: ("Retry-After",)}
 _ERROR_TEXT = {
     400: "Bad request: the parameters or the body do not validate; `errorMessage` names the field.",
-    401: "Missing, malformed, invalid or revoked API key.",
+    401: "Missing, malformed, invalid or revoked API key, or a token that does not verify.",
     403: "The key may not do this.",
     404: "Not found.",
     409: "Conflict with the current state.",

@@ -163,8 +163,10 @@ SECURITY_SCHEMES = {
     "bearerAuth": {
         "type": "http",
         "scheme": "bearer",
-        "bearerFormat": "mbk_<key id>_<secret>",
-        "description": "An API key from the operator (`mbeacon users add`) or the admin API.",
+        "bearerFormat": "mbk_<key id>_<secret>, or an OIDC access token (JWT)",
+        "description": "An API key from the operator (`mbeacon users add`) or the admin API, or, where the "
+        "beacon trusts an OIDC provider, that provider's access token for this beacon (GA4GH Passport "
+        "visas in it or in its userinfo open the CONTROLLED datasets they grant).",
     }
 }
 

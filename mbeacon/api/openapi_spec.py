@@ -275,10 +275,11 @@ A privacy-preserving GA4GH Beacon v2 for DNA methylation. A query asks whether a
 T patients whose beta value at a CpG probe lies in [minValue, maxValue]; every answer is sanitised by
 SVT² against a public prior and charged to the caller's privacy budget (see `/methylation`).
 
-Authentication: `Authorization: Bearer <API key>`. Researcher keys query data; admin keys use the
-admin API only. Every `/api` request counts against a per-key (or per-address) rate limit of
-{rate} requests a minute (429 with `Retry-After`). Every response carries `X-Request-ID` (a client's
-own `X-Request-ID` request header is echoed). Errors are Beacon error responses.
+Authentication: `Authorization: Bearer <API key>`, or `Bearer <OIDC access token>` from a provider
+the beacon trusts. Researcher keys and tokens query data; admin keys use the admin API only. Every
+`/api` request counts against a per-key (or per-address) rate limit of {rate} requests a minute (429
+with `Retry-After`). Every response carries `X-Request-ID` (a client's own `X-Request-ID` request
+header is echoed). Errors are Beacon error responses.
 
 Outside `/api`, at the server root: `GET /livez` (liveness, `{{"status": "ok"}}`), `GET /readyz`
 (readiness: 200, or 503 naming the failing part) and `GET /metrics` (Prometheus text; {metrics}).
