@@ -447,7 +447,8 @@ def test_the_advisor_recommends_a_corner_setting_when_its_grid_has_one(demo) -> 
         suppression_threshold=(),
         noisy_count_epsilon=(),
     )
-    advice = advise_inputs(inputs, config, workers=1)
+    # both cores: the grid is seeded per setting, so any number of workers gives the same advice
+    advice = advise_inputs(inputs, config, workers=2)
     rec = advice.recommendation
     assert rec is not None and rec.meets_target and rec.meets_utility
     assert rec.risk <= 0.6 and rec.utility_random >= 0.97 and rec.utility_discovery >= 0.75
