@@ -116,6 +116,18 @@ def server(demo, tmp_path_factory):
         yield running, key
 
 
+def _open(browser, url: str, width: int = 1280):
+    """A new page at ``url`` in a fresh context; returns it with the console problems and requested
+    URLs collected from the start."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    problems: list[str] = []
+    urls: list[str] = []
+    _watch(page, problems, urls)
+    return context, page, problems, urls, page.goto(url)
+
+
 def _watch(page, problems: list[str], urls: list[str]) -> None:
     """Collect console errors and CSP violations, and every URL the page requests."""
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
@@ -127,13 +139,7 @@ def test_researcher_page(browser, server, question, demo):
     from playwright.sync_api import expect
 
     beacon, key = server
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems: list[str] = []
-    urls: list[str] = []
-    _watch(page, problems, urls)
-    response = page.goto(beacon.url + "/api/docs")
+    context, page, problems, urls, response = _open(browser, beacon.url + "/api/docs")
     assert response is not None and response.status == 200
     assert "'unsafe" not in response.headers["content-security-policy"]
 
@@ -239,13 +245,7 @@ def test_api_reference(browser, server):
     beacon, _ = server
     document = httpx.get(beacon.url + "/api/openapi.json", timeout=30).json()
     operations = sum(len([m for m in item if m != "parameters"]) for item in document["paths"].values())
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems: list[str] = []
-    urls: list[str] = []
-    _watch(page, problems, urls)
-    response = page.goto(beacon.url + "/api/reference")
+    context, page, problems, urls, response = _open(browser, beacon.url + "/api/reference")
     assert response is not None and response.status == 200
     expect(page.locator(".opblock")).to_have_count(operations)
     expect(page.locator(".information-container .title")).to_contain_text("MBeacon")
@@ -287,13 +287,7 @@ def test_researcher_page_asks_by_gene_and_by_region(browser, server, demo):
     region_probes = _probes_asked(beacon, other, referenceName="chr1", start="100000", end="101000")
     assert len(gene_probes) > 1 and len(region_probes) > 1
 
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems: list[str] = []
-    urls: list[str] = []
-    _watch(page, problems, urls)
-    page.goto(beacon.url + "/api/docs")
+    context, page, problems, _, _ = _open(browser, beacon.url + "/api/docs")
     page.fill("#key", key)
     page.dispatch_event("#key", "change")
     expect(page.locator(f"#dataset option[value='{demo.dataset}']")).to_have_count(1)

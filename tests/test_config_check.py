@@ -142,3 +142,15 @@ def test_a_dataset_without_a_chosen_prior_is_refused(tmp_path: Path, demo) -> No
 def test_a_known_name_is_its_own_near_miss(name: str, others: list[str]) -> None:
     assert near_miss(name, [*others, name]) in {name, *[o for o in others if o.casefold() == name.casefold()]}
     assert near_miss(name.upper(), [name]) == name
+
+
+def test_the_check_reads_each_trusted_issuers_discovery_document(tmp_path: Path, demo) -> None:
+    from idp import IdentityProvider
+
+    config = _config(tmp_path, demo)
+    with IdentityProvider() as idp:
+        issuers = f'issuers = ["{idp.url}", "http://127.0.0.1:9/nothing"]'
+        config.write_text(config.read_text() + f'[oidc]\n{issuers}\naudience = "b"\n')
+        report = json.loads(_cli("config", "check", "--config", str(config), "--json").stdout)
+    unreachable = [n for n in report["notes"] if n.startswith("OIDC issuer")]
+    assert len(unreachable) == 1 and "127.0.0.1:9/nothing" in unreachable[0]

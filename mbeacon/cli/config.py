@@ -32,7 +32,24 @@ class Checked:
         self.config = config
         self.plans = plans
         self.state = state
-        self.notes = coherence_notes(config, plans, state)
+        self.notes = coherence_notes(config, plans, state) + _issuer_notes(config)
+
+
+def _issuer_notes(config: ServiceConfig) -> list[str]:
+    """A trusted identity provider whose discovery document cannot be read now: its researchers could
+    not sign in (a note, not a refusal: the provider may be down only for the moment)."""
+    if config.oidc is None:
+        return []
+    from mbeacon.api.oidc import TokenRefused, Verifier
+
+    verifier = Verifier(config.oidc)
+    notes = []
+    for issuer in config.oidc.issuers:
+        try:
+            verifier.discovery(issuer)
+        except TokenRefused as refused:
+            notes.append(f"OIDC issuer {issuer}: {refused}; its researchers cannot sign in until it can be")
+    return notes
 
 
 class NotServable(Exception):
