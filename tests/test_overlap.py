@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mbeacon.beacon.config import ConfigError
 from mbeacon.beacon.overlap import MIN_COMPARED, shared_samples
+from mbeacon.cli import main
 from mbeacon.store.cohorts import CohortStore
 from mbeacon.store.demo import DEMO_DATASET, ensure_demo
 
@@ -43,10 +44,31 @@ def test_a_subset_of_a_served_cohort_under_another_id_is_refused(tmp_path: Path,
     keep = np.arange(5, 17)
     cohorts.write("subset", source.sample_ids[keep].astype(str).tolist(),
                   [(source.probe_ids[rows].tolist(), source.rows(rows)[:, keep])])  # fmt: skip
-    refused = r"dataset 'subset' holds 12 of the samples of dataset 'demo-cohort'"
-    with pytest.raises(ConfigError, match=refused):
-        _app(root, tmp_path)
+    refused = "dataset 'subset' holds 12 of the samples of dataset 'demo-cohort'"
+    config = tmp_path / "beacon.toml"
+    config.write_text(f'store = "{root}"\ndatabase_url = "sqlite:///{tmp_path}/ledger.sqlite3"\n')
+    check = CliRunner().invoke(main, ["config", "check", "--config", str(config)], prog_name="mbeacon",
+                               env={"MBEACON_CONFIG": None, "MBEACON_DATABASE_URL": None})  # fmt: skip
+    assert check.exit_code == 2 and refused in check.stderr
     assert not (tmp_path / "ledger.sqlite3").exists()
+    app = _app(root, tmp_path)  # a worker serves the first, never the second
+    engine = app.config["MBEACON"].engine
+    assert engine.dataset_ids() == [DEMO_DATASET] and refused in engine.refused["subset"]
+    app.config["MBEACON"].ledger.close()
+
+
+def test_a_subset_ingested_while_serving_is_not_served(tmp_path: Path, demo) -> None:
+    root, cohorts = _store(tmp_path, demo)
+    app = _app(root, tmp_path)
+    engine = app.config["MBEACON"].engine
+    assert engine.dataset_ids() == [DEMO_DATASET]
+    source = cohorts.open(DEMO_DATASET)
+    rows = np.arange(100)
+    samples = source.sample_ids[:30].astype(str).tolist()
+    cohorts.write("later", samples, [(source.probe_ids[rows].tolist(), source.rows(rows)[:, :30])])
+    assert engine.dataset_ids() == [DEMO_DATASET]
+    assert "'later' holds 30 of the samples" in engine.refused["later"]
+    app.config["MBEACON"].ledger.close()
 
 
 def test_generic_sample_ids_with_other_values_are_not_an_overlap(tmp_path: Path, demo) -> None:

@@ -32,6 +32,7 @@ from mbeacon.beacon.config import ServiceConfig, load_config
 from mbeacon.beacon.engine import AnswerEngine
 from mbeacon.beacon.errors import AlreadyExists, InvalidRequest, OperationError, UnknownTarget
 from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
+from mbeacon.beacon.preflight import store_problems
 from mbeacon.beacon.query import QueryError
 from mbeacon.beacon.sanitisers import sanitiser_of
 
@@ -60,6 +61,8 @@ def create_app(config: ServiceConfig | Mapping[str, Any] | str | Path | None = N
     except BaseException:
         ledger.close()
         raise
+    for problem in store_problems(engine):  # refused by `mbeacon serve` and `reload`; a worker serves on
+        log.error("configuration problem: %s", problem)
     for dataset in engine.dataset_ids():
         if not sanitiser_of(settings.policy(dataset)).spends_budget:
             log.warning(

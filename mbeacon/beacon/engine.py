@@ -26,6 +26,7 @@ transaction is rolled back (nothing spent, nothing cached) and :class:`BudgetExh
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import threading
@@ -49,8 +50,7 @@ from mbeacon.beacon.contribution import Sensitivity, TruncatedCohort, sensitivit
 from mbeacon.beacon.guarantee import check_copies, check_prior_is_public, copies_by_content, guarantee
 from mbeacon.beacon.ledger.database import Tx
 from mbeacon.beacon.ledger.ledger import AuditRow, Ledger
-from mbeacon.beacon.overlap import check_overlaps, find_overlaps
-from mbeacon.beacon.preflight import check_tables
+from mbeacon.beacon.overlap import find_overlaps, overlap_message
 from mbeacon.beacon.query import MethylationQuery
 from mbeacon.beacon.regions import Expansion, Located, Locators, expand
 from mbeacon.beacon.release import Work, audit_text, query_key, release
@@ -60,6 +60,8 @@ from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import Cohort, CohortStore, Counts
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
+
+log = logging.getLogger("mbeacon.engine")
 
 #: Cohort rows per block when the prior's position of every row is looked up (bounds the decoded ids).
 _INDEX_BLOCK = 65_536
@@ -97,6 +99,9 @@ class AnswerEngine:
         self._lock = threading.Lock()
         self._locators = Locators(self.store.root)
         self._copies_of: tuple[list[str], dict[str, list[str]]] | None = None
+        #: Datasets of the store that are not served, and why (a file holding another's samples).
+        self.refused: dict[str, str] = {}
+        self._overlaps_of: tuple[tuple[str, ...], list[str]] | None = None
 
     # --- datasets and priors -------------------------------------------------------------------
 
@@ -115,8 +120,29 @@ class AnswerEngine:
             ids = self.store.ids()
             with self._lock:
                 self._cohorts = {}
-            self._ids = (stamp, ids)
+            self._ids = (stamp, self._without_overlaps(ids))
         return self._ids[1]
+
+    def _without_overlaps(self, ids: list[str]) -> list[str]:
+        """``ids`` without the files that hold samples of a file listed before them (overlap.py): such
+        a file is not served, whether it was there at start-up or ingested since, and the reason is
+        kept in :attr:`refused` (``mbeacon serve`` and ``config check`` refuse to start with one)."""
+        key = tuple(ids)
+        if self._overlaps_of is None or self._overlaps_of[0] != key:
+            files: dict[str, list[str]] = defaultdict(list)
+            for dataset in ids:
+                files[self.store.info(dataset).checksum].append(dataset)
+            groups = sorted(files.values())
+            refused: dict[str, str] = {}
+            for overlap in find_overlaps(groups, self.store.open):
+                message = overlap_message(overlap)
+                for dataset in next(g for g in groups if g[0] == overlap.second):
+                    if dataset not in refused:
+                        refused[dataset] = message
+                        log.error("dataset not served: %s", message)
+            self.refused = refused
+            self._overlaps_of = (key, [d for d in ids if d not in refused])
+        return self._overlaps_of[1]
 
     def visible(self, principal: Principal) -> list[str]:
         return [d for d in self.dataset_ids() if principal.may_see(self.config.policy(d))]
@@ -156,10 +182,9 @@ class AnswerEngine:
             return self._priors[name]
 
     def check(self) -> None:
-        """Fail at start-up, with a clear message, if a dataset cannot be served, a dataset table
-        names no dataset (preflight.py), or two files hold the same samples (overlap.py). Reads the
-        store only: the ledger is not touched."""
-        check_tables(self.config, self.dataset_ids())
+        """Fail at start-up, with a clear message, if a dataset cannot be served. Reads the store only:
+        the ledger is not touched. What a worker only logs and ``mbeacon serve`` refuses (a table that
+        names no dataset, a file holding another's samples) is :func:`~.preflight.store_problems`."""
         for dataset in self.dataset_ids():
             policy = self.config.policy(dataset)
             self.cohort(dataset).info  # noqa: B018 - opens and validates the file
@@ -169,10 +194,6 @@ class AnswerEngine:
                 check_prior_is_public(dataset, self.prior(dataset), self.dataset_ids())
             self._servable(dataset)
         check_copies(self._copies(), self.config.policy, lambda d: self.new_params(d).to_storage())
-        files: dict[str, list[str]] = defaultdict(list)
-        for dataset in self.dataset_ids():
-            files[self.cohort(dataset).info.checksum].append(dataset)
-        check_overlaps(find_overlaps(sorted(files.values()), self.cohort))
 
     def _servable(self, dataset: str) -> None:
         """:class:`ConfigError` if the dataset's sanitiser cannot serve it at its contribution bound."""

@@ -18,8 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from mbeacon.beacon.config import ConfigError
-
 #: Probes compared per pair of datasets (spread over the probes they share).
 COMPARED_PROBES = 2_000
 #: A sample id in both files is the same sample when this share of its compared values are equal.
@@ -81,13 +79,10 @@ def find_overlaps(groups: Iterable[list[str]], open_cohort: Callable[[str], Any]
     return overlaps
 
 
-def check_overlaps(overlaps: list[Overlap]) -> None:
-    """:class:`ConfigError` naming the first pair of datasets that share samples."""
-    if not overlaps:
-        return
-    o = overlaps[0]
+def overlap_message(o: Overlap) -> str:
+    """Why the second dataset of ``o`` is not served, for the operator."""
     shown = ", ".join(o.samples[:3]) + (f" and {len(o.samples) - 3} more" if len(o.samples) > 3 else "")
-    raise ConfigError(
+    return (
         f"dataset {o.second!r} holds {len(o.samples)} of the samples of dataset {o.first!r} ({shown}; "
         "the same ids with the same values): those patients would be protected by two budgets. Serve "
         "one dataset of all the samples (ingest them together), or remove one of the two"

@@ -48,6 +48,20 @@ def check_tables(config: ServiceConfig, served: list[str]) -> None:
     raise ConfigError("; ".join(lines) + f"; the store's datasets: {listing}")
 
 
+def store_problems(engine: AnswerEngine) -> list[str]:
+    """What ``mbeacon serve``, ``config check`` and ``reload`` refuse and a worker only logs (a worker
+    that refused to boot would take the running beacon down with it): a ``[datasets.X]`` table that
+    names no dataset, and datasets not served because their file holds another's samples."""
+    problems = []
+    try:
+        check_tables(engine.config, engine.store.ids())
+    except ConfigError as error:
+        problems.append(str(error))
+    engine.dataset_ids()  # lists the store, and finds the datasets it does not serve
+    problems += [f"{reason} (it is not served)" for reason in engine.refused.values()]
+    return problems
+
+
 @dataclass(frozen=True)
 class DatasetPlan:
     """How one dataset will be served: what ``mbeacon config check`` prints."""

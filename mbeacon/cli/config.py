@@ -61,7 +61,7 @@ def check_service(config_path: Path | None) -> Checked:
     from mbeacon.beacon.config import ConfigError
     from mbeacon.beacon.engine import AnswerEngine
     from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
-    from mbeacon.beacon.preflight import ledger_problems, ledger_state, plan
+    from mbeacon.beacon.preflight import ledger_problems, ledger_state, plan, store_problems
     from mbeacon.store.errors import DataError
 
     config = load_service_config(config_path)
@@ -72,6 +72,9 @@ def check_service(config_path: Path | None) -> Checked:
     try:
         engine = AnswerEngine(config, ledger)  # type: ignore[arg-type]  # the checks never touch it
         engine.check()
+        problems = store_problems(engine)
+        if problems:
+            raise NotServable(problems[0])
         plans = plan(engine)
         state = ledger_state(config, ledger)
     except (ConfigError, DataError, LedgerUnavailable, ValueError, OSError) as error:

@@ -9,19 +9,21 @@ from pathlib import Path
 
 import click
 
-from mbeacon.cli._service import check_backends, config_option, load_service_config, open_ledger
+from mbeacon.cli._service import config_option, load_service_config, open_ledger
 from mbeacon.cli._ui import fail
 from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
 def _validate_for_serving(config_path: Path | None) -> None:
-    """Build the app once in the master: a bad config, store or ledger is one clear error."""
-    from mbeacon.beacon.config import ConfigError, load_config
+    """The checks of `mbeacon config check` (creating nothing), then the app built once in the master
+    and its ledger written to: a bad config, store or ledger is one clear error, not a crash loop."""
+    from mbeacon.beacon.config import ConfigError
     from mbeacon.beacon.ledger import LedgerUnavailable
+    from mbeacon.cli.config import NotServable, check_service
     from mbeacon.store.errors import DataError
 
     try:
-        check_backends(load_config(config_path))  # a PostgreSQL ledger or Redis without its extra
+        check_service(config_path)
         from mbeacon.api import create_app
 
         app = create_app(config_path) if config_path else create_app(None)
@@ -30,8 +32,8 @@ def _validate_for_serving(config_path: Path | None) -> None:
             ledger.db.ping()  # and writable: a read-only or full ledger could answer nothing
         finally:
             ledger.close()
-    except (ConfigError, LedgerUnavailable, DataError, RuntimeError, ValueError, OSError) as error:
-        fail(f"cannot serve: {error}")  # a DataError: a damaged cohort, an unknown or unchosen prior
+    except (NotServable, ConfigError, LedgerUnavailable, DataError, RuntimeError, ValueError, OSError) as err:
+        fail(f"cannot serve: {err}")  # a DataError: a damaged cohort, an unknown or unchosen prior
 
 
 @click.command(context_settings=HELP_OPTIONS)
