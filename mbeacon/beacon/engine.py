@@ -58,6 +58,7 @@ from mbeacon.beacon.sanitisers import PMWSource, account_params, sanitiser_of
 from mbeacon.beacon.sanitisers.cohort_pmw import COHORT_HOLDER
 from mbeacon.privacy.svt2 import SVT2State
 from mbeacon.store.cohorts import Cohort, CohortStore, Counts
+from mbeacon.store.errors import DataError
 from mbeacon.store.priors import NoPriorChosen, Prior, choose_prior, load_prior
 from mbeacon.store.probe_ids import case_hint
 
@@ -101,7 +102,7 @@ class AnswerEngine:
         self._copies_of: tuple[list[str], dict[str, list[str]]] | None = None
         #: Datasets of the store that are not served, and why (a file holding another's samples).
         self.refused: dict[str, str] = {}
-        self._overlaps_of: tuple[tuple[str, ...], list[str]] | None = None
+        self._overlaps_of: tuple[tuple[tuple[str, ...], int], list[str]] | None = None
 
     # --- datasets and priors -------------------------------------------------------------------
 
@@ -120,18 +121,22 @@ class AnswerEngine:
             ids = self.store.ids()
             with self._lock:
                 self._cohorts = {}
-            self._ids = (stamp, self._without_overlaps(ids))
+            self._ids = (stamp, self._without_overlaps(ids, stamp))
         return self._ids[1]
 
-    def _without_overlaps(self, ids: list[str]) -> list[str]:
+    def _without_overlaps(self, ids: list[str], stamp: int) -> list[str]:
         """``ids`` without the files that hold samples of a file listed before them (overlap.py): such
         a file is not served, whether it was there at start-up or ingested since, and the reason is
-        kept in :attr:`refused` (``mbeacon serve`` and ``config check`` refuse to start with one)."""
-        key = tuple(ids)
+        kept in :attr:`refused` (``mbeacon serve`` and ``config check`` refuse to start with one).
+        Worked out again whenever the datasets folder changes (a replaced file may overlap now)."""
+        key = (tuple(ids), stamp)
         if self._overlaps_of is None or self._overlaps_of[0] != key:
             files: dict[str, list[str]] = defaultdict(list)
             for dataset in ids:
-                files[self.store.info(dataset).checksum].append(dataset)
+                try:
+                    files[self.store.info(dataset).checksum].append(dataset)
+                except DataError:  # a damaged file: refused when it is asked, compared with nothing
+                    continue
             groups = sorted(files.values())
             refused: dict[str, str] = {}
             for overlap in find_overlaps(groups, self.store.open):

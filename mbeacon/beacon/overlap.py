@@ -70,10 +70,17 @@ def find_overlaps(groups: Iterable[list[str]], open_cohort: Callable[[str], Any]
     """Every pair of datasets from different ``groups`` (a group: the ids of one cohort file) that
     share samples, compared once per pair of files."""
     files = [ids for ids in groups if ids]
+    opened: dict[str, Any] = {}
+
+    def cohort(dataset: str) -> Any:
+        if dataset not in opened:
+            opened[dataset] = open_cohort(dataset)
+        return opened[dataset]
+
     overlaps = []
     for i, first in enumerate(files):
         for second in files[i + 1 :]:
-            shared = shared_samples(open_cohort(first[0]), open_cohort(second[0]))
+            shared = shared_samples(cohort(first[0]), cohort(second[0]))
             if shared:
                 overlaps.append(Overlap(first[0], second[0], shared))
     return overlaps
