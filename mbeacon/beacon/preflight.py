@@ -1,5 +1,7 @@
 """What a configuration will serve, checked before anything is served: ``mbeacon config check``,
-``mbeacon serve``, a worker's start-up and ``mbeacon reload`` all refuse the same mistakes.
+``mbeacon serve`` and ``mbeacon reload`` refuse the same mistakes. A worker refuses to boot only on
+what would make its answers wrong; what :func:`store_problems` finds it logs and serves past, since
+a worker that failed to boot would take the running beacon down with it.
 
 The checks that need no ledger (the store, the dataset tables, the priors) run first, so a
 configuration that cannot serve never creates a ledger on its way to failing.
@@ -49,9 +51,9 @@ def check_tables(config: ServiceConfig, served: list[str]) -> None:
 
 
 def store_problems(engine: AnswerEngine) -> list[str]:
-    """What ``mbeacon serve``, ``config check`` and ``reload`` refuse and a worker only logs (a worker
-    that refused to boot would take the running beacon down with it): a ``[datasets.X]`` table that
-    names no dataset, and datasets not served because their file holds another's samples."""
+    """What ``mbeacon serve``, ``config check`` and ``reload`` refuse and a worker only logs: a
+    ``[datasets.X]`` table that names no dataset, and datasets not served because their file holds
+    another's samples."""
     problems = []
     try:
         check_tables(engine.config, engine.store.ids())
