@@ -122,7 +122,7 @@ def build_store(root: Path) -> tuple[Path, str]:
     source = store.open(DEMO_DATASET)
     ids = source.probe_ids.tolist()
     values = source.rows(np.arange(len(ids)))
-    samples = source.sample_ids.tolist()
+    samples = source.sample_ids.astype(str).tolist()
     rng = np.random.default_rng(6)
     for spec in DATASETS:
         if spec.id == DEMO_DATASET or spec.id in store.ids():
@@ -130,7 +130,10 @@ def build_store(root: Path) -> tuple[Path, str]:
         part = values[:, spec.patients].astype(np.float64)
         if spec.jitter:
             part = np.clip(part + rng.normal(0.0, spec.jitter, part.shape), 0.0, 1.0)
-        store.write(spec.id, samples[spec.patients], [(ids, part.astype(np.float32))])
+        # sample ids of its own: the scenario's cohorts stand for other patients (the service refuses
+        # two files that hold the same samples)
+        own = [f"{spec.id}-{sample}" for sample in samples[spec.patients]]
+        store.write(spec.id, own, [(ids, part.astype(np.float32))])
     return demo.store, demo.prior
 
 
