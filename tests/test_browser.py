@@ -305,6 +305,11 @@ def test_researcher_page_asks_by_gene_and_by_region(browser, server, demo):
     expect(rows).to_have_count(len(gene_probes))
     assert [rows.nth(i).locator("button").inner_text() for i in range(len(gene_probes))] == gene_probes
     expect(page.locator("#answer-detail")).to_contain_text(f"of {len(gene_probes)} probes of gene DEMO1")
+    # "0 answers from the data" reads wrong: the badge names where every answer came from
+    badge = page.locator("#answer-source .badge").inner_text()
+    mixed = r"[1-9]\d* answers? from the data, [1-9]\d* from the prior"
+    assert re.fullmatch(rf"all {len(gene_probes)} answers from the (prior|data)|{mixed}", badge), badge
+    assert not badge.startswith("0 "), badge
     shown = page.locator("#per-probe tr.shown button").inner_text()
     expect(page.locator("#prior-probe")).to_have_text(shown)
     expect(page.locator("#chart .mark")).to_contain_text("from the")  # the probe's answer, on its curve

@@ -313,6 +313,17 @@
     return {params: {probeId: probe}, name: probe, missing: probe ? "" : "type a probe id"};
   }
 
+  // Where a gene's or region's answers came from, without "0 answers": "all 4 answers from the prior",
+  // "1 answer from the data, 3 from the prior", "both answers from the data".
+  function perProbeSource(fromData, total) {
+    var fromPrior = total - fromData;
+    if (!fromData || !fromPrior) {
+      var all = total === 1 ? "the answer" : total === 2 ? "both answers" : "all " + count(total, "answer");
+      return all + " from the " + (fromData ? "data" : "prior");
+    }
+    return count(fromData, "answer") + " from the data, " + fromPrior + " from the prior";
+  }
+
   function verdictOf(set) {
     var from = (set.info || {}).answeredFrom;
     return {from: from, yes: !!set.exists && from !== "refused"};
@@ -414,8 +425,7 @@
       var badge = document.createElement("span");
       var from = byProbe ? verdicts[0].from : fromData ? "data" : refused ? "refused" : "prior";
       badge.className = "badge " + from;
-      badge.textContent = byProbe ? "answered from the " + from :
-        count(fromData, "answer") + " from the data, " + (sets.length - fromData) + " from the prior";
+      badge.textContent = byProbe ? "answered from the " + from : perProbeSource(fromData, sets.length);
       source.appendChild(badge);
       var why = byProbe ? ({prior: " \u2014 the public prior's answer; free.",
                            data: " \u2014 the data disagree with the prior; this spent one positive.",
