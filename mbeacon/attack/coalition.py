@@ -7,7 +7,7 @@ at once (a Dinur-Nissim style reconstruction):
 * **Rows.** Every pooled query (the planned rarest-range queries of the ``K`` accounts, each account
   asking about its own victim) is a row ``a_q``: ``a_q[i] = 1`` when candidate ``i``'s measured value
   at the query's probe lies in the query's range (a missing value counts 0).
-* **Targets.** A released noisy count ``y_q`` is used as is: ``y_q = a_q . x + noise``. A yes/no
+* **Targets.** ``none`` (the unprotected beacon) releases the exact count. A released noisy count ``y_q`` is used as is: ``y_q = a_q . x + noise``. A yes/no
   answer is a censored row; it is kept as a row with the least count consistent with it, ``T`` for a
   "yes" and ``(T - 1) / 2`` (the middle of ``[0, T-1]``) for a "no". An unanswered query is dropped.
 * **Solve.** Damped sparse least squares (``scipy.sparse.linalg.lsqr``), clipped to ``[0, 1]``: the
@@ -50,6 +50,8 @@ COALITION_KEYS = (
     "bound_tpr_at_0_1pct_fpr",
     "bound_tpr_at_1pct_fpr",
 )
+#: Mixed into the setting's seed: the coalition's own randomness (the other views' figures do not move).
+_SEED_TAG = 7_919
 #: Ridge damping of the least squares: keeps candidates no row touches at zero, not arbitrary.
 _DAMP = 0.05
 
@@ -97,10 +99,12 @@ def release(
     second, ...), as accounts working side by side on one cohort budget would.
     """
     k, q = alpha.shape
+    if defence.name == "none":  # the unprotected beacon: the exact count (Beacon v2 count granularity)
+        return np.asarray(alpha, dtype=np.float64), (alpha >= defence.threshold).astype(np.int8)
     if shared:
         order = alpha.T.reshape(1, -1), beta.T.reshape(1, -1)
         counts, answers = release(defence, *order, shared=False, rng=rng)
-        back = (lambda m: None if m is None else m.reshape(q, k).T)  # noqa: E731
+        back = lambda m: None if m is None else m.reshape(q, k).T  # noqa: E731
         return back(counts), back(answers)
     if defence.name in FULL_OBSERVED:
         out = defence.release_all(alpha, beta, rng)
@@ -114,7 +118,10 @@ def release(
 
 
 def coalition_epsilon(defence: Defence, accounts: int, *, shared: bool) -> float:
-    """The coalition's epsilon: the cohort's under one budget, ``accounts`` budgets otherwise."""
+    """The coalition's epsilon: the cohort's under one budget, ``accounts`` budgets otherwise.
+
+    Infinite for a defence without a DP guarantee (``none``, ``suppression``, ``flip``): no bound.
+    """
     if defence.epsilon is None:
         return math.inf
     return float(defence.epsilon) * (1 if shared else accounts)
@@ -152,7 +159,8 @@ def coalition_view(
             aucs.append(auc(scores, labels))
             low.append(tpr_at_fpr(scores, labels, 0.001))
             one.append(tpr_at_fpr(scores, labels, 0.01))
-        bound = best_attack(coalition_epsilon(defence, k, shared=shared))
+        epsilon = coalition_epsilon(defence, k, shared=shared)
+        bound = best_attack(epsilon) if math.isfinite(epsilon) else None  # no DP: no bound
         out.append(
             {
                 "accounts": k,
@@ -160,10 +168,39 @@ def coalition_view(
                 "coalition_auc": float(np.mean(aucs)),
                 "coalition_tpr_at_0_1pct_fpr": float(np.mean(low)),
                 "coalition_tpr_at_1pct_fpr": float(np.mean(one)),
-                "bound_epsilon": bound.epsilon,
-                "bound_auc": bound.auc,
-                "bound_tpr_at_0_1pct_fpr": bound.tpr_at_fpr_0_1pct,
-                "bound_tpr_at_1pct_fpr": bound.tpr_at_fpr_1pct,
+                "bound_epsilon": bound and bound.epsilon,
+                "bound_auc": bound and bound.auc,
+                "bound_tpr_at_0_1pct_fpr": bound and bound.tpr_at_fpr_0_1pct,
+                "bound_tpr_at_1pct_fpr": bound and bound.tpr_at_fpr_1pct,
             }
         )
+    return out
+
+
+def coalition_figures(
+    scenario: Scenario, defence: Defence, q: int, *, repetitions: int, seed: int | list[int]
+) -> dict:
+    """The evaluation row's coalition keys: every sweep row and the strongest coalition's AUC.
+
+    ``online-pmw`` is measured twice: with per-account budgets and as ``cohort-pmw`` (the served
+    default), whose accounts share the cohort's one budget.
+    """
+    seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed]
+    rng = np.random.default_rng([*seeds, _SEED_TAG])  # noise-ok: evaluation, seeded
+    rows = coalition_view(scenario, defence, q, repetitions=repetitions, rng=rng)
+    if defence.name == "online-pmw":
+        rows += coalition_view(scenario, defence, q, repetitions=repetitions, shared=True, rng=rng)
+    per_account = [r for r in rows if r["accounting"] == "account"]
+    cohort = [r for r in rows if r["accounting"] == "cohort"]
+    best = max(per_account, key=lambda r: r["coalition_auc"])
+    out = {
+        "coalition": rows,
+        "auc_coalition": best["coalition_auc"],
+        "tpr_at_0_1pct_fpr_coalition": best["coalition_tpr_at_0_1pct_fpr"],
+        "bound_auc_coalition": best["bound_auc"],
+    }
+    if cohort:
+        top = max(cohort, key=lambda r: r["coalition_auc"])
+        out["auc_coalition_cohort"] = top["coalition_auc"]
+        out["tpr_at_0_1pct_fpr_coalition_cohort"] = top["coalition_tpr_at_0_1pct_fpr"]
     return out
