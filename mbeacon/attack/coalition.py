@@ -7,7 +7,8 @@ at once (a Dinur-Nissim style reconstruction):
 * **Rows.** Every pooled query (the planned rarest-range queries of the ``K`` accounts, each account
   asking about its own victim) is a row ``a_q``: ``a_q[i] = 1`` when candidate ``i``'s measured value
   at the query's probe lies in the query's range (a missing value counts 0).
-* **Targets.** ``none`` (the unprotected beacon) releases the exact count. A released noisy count ``y_q`` is used as is: ``y_q = a_q . x + noise``. A yes/no
+* **Targets.** ``none`` (the unprotected beacon) releases the exact count. A released noisy count
+  ``y_q`` is used as is: ``y_q = a_q . x + noise``. A yes/no
   answer is a censored row; it is kept as a row with the least count consistent with it, ``T`` for a
   "yes" and ``(T - 1) / 2`` (the middle of ``[0, T-1]``) for a "no". An unanswered query is dropped.
 * **Solve.** Damped sparse least squares (``scipy.sparse.linalg.lsqr``), clipped to ``[0, 1]``: the
