@@ -53,6 +53,8 @@ COALITION_KEYS = (
 )
 #: Mixed into the setting's seed: the coalition's own randomness (the other views' figures do not move).
 _SEED_TAG = 7_919
+#: Rows built at a time (memory: candidates x block booleans).
+_BLOCK = 4096
 #: Ridge damping of the least squares: keeps candidates no row touches at zero, not arbitrary.
 _DAMP = 0.05
 
@@ -67,9 +69,16 @@ def design(scenario: Scenario, accounts: np.ndarray, q: int) -> sparse.csr_matri
     hi = plan.hi[accounts, :q].reshape(-1)
     cols = scenario.cohort_rows[probes]
     known = cols >= 0
-    values = scenario.profiles[:, np.where(known, cols, 0)]  # candidates x rows
-    inside = (values >= lo) & (values <= hi) & known  # NaN compares False: a missing value counts 0
-    return sparse.csr_matrix(inside.T.astype(np.float64))
+    cols = np.where(known, cols, 0)
+    blocks = []
+    for start in range(0, cols.size, _BLOCK):  # in blocks: candidates x rows dense would not fit
+        part = slice(start, start + _BLOCK)
+        values = scenario.profiles[:, cols[part]]  # candidates x rows
+        inside = (values >= lo[part]) & (values <= hi[part]) & known[part]  # NaN: a missing value counts 0
+        blocks.append(sparse.csr_matrix(inside.T, dtype=np.float64))
+    if not blocks:
+        return sparse.csr_matrix((0, scenario.victims))
+    return sparse.vstack(blocks, format="csr")
 
 
 def reconstruct(rows: sparse.spmatrix, targets: np.ndarray) -> np.ndarray:
@@ -151,7 +160,9 @@ def coalition_view(
         k = victims if size in (0, None) or size >= victims else int(size)
         aucs, low, one = [], [], []
         for _ in range(repetitions):
-            accounts = np.sort(rng.choice(victims, size=k, replace=False))
+            # random order: the scenario lists members first, and the order decides who a shared
+            # budget's first answers go to
+            accounts = rng.permutation(victims)[:k]
             rows = design(scenario, accounts, q)
             alpha = scenario.alpha[accounts, :q]
             beta = scenario.beta[accounts, :q]
