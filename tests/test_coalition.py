@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mbeacon.attack.coalition import coalition_view, reconstruct
+from mbeacon.attack.coalition import coalition_table, coalition_view, reconstruct
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.evaluate import build, load_evaluation_config
 from mbeacon.attack.metrics import tpr_at_fpr
+from mbeacon.attack.run import evaluate_setting
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +61,17 @@ def test_cohort_budget_keeps_the_coalition_within_the_bound(scenario) -> None:
         assert row["coalition_auc"] <= row["bound_auc"] + 0.05
     per_account = coalition_view(scenario, defence, 30, sizes=(0,), rng=np.random.default_rng(2))[0]
     assert per_account["bound_epsilon"] == 0.5 * scenario.victims
+
+
+@pytest.mark.slow
+def test_evaluation_rows_carry_the_sweep_and_the_report_table(scenario) -> None:
+    rows = evaluate_setting(
+        scenario, Defence("none"), [10, 30], repetitions=1, seed=1, attackers=("rarest",), coalition=True
+    )
+    assert "coalition" not in rows[0]  # only the largest query count is pooled
+    sweep = rows[-1]["coalition"]
+    assert [r["accounts"] for r in sweep] == [1, 2, 5, 20, scenario.victims]
+    assert rows[-1]["auc_coalition"] == max(r["coalition_auc"] for r in sweep) > 0.95
+    table = coalition_table(rows)
+    assert f"| none | account | {scenario.victims} |" in table
+    assert coalition_table(rows[:1]) == ""

@@ -216,3 +216,26 @@ def coalition_figures(
         out["auc_coalition_cohort"] = top["coalition_auc"]
         out["tpr_at_0_1pct_fpr_coalition_cohort"] = top["coalition_tpr_at_0_1pct_fpr"]
     return out
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def coalition_table(rows: list[dict]) -> str:
+    """The report's Markdown table: every setting's coalition sweep, measured beside the bound."""
+    lines = [
+        "| setting | accounting | accounts | AUC | TPR @ 0.1% FPR | TPR @ 1% FPR | bound epsilon "
+        "| bound AUC | bound TPR @ 0.1% | bound TPR @ 1% |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        for c in row.get("coalition") or []:
+            lines.append(
+                f"| {row['label']} | {c['accounting']} | {c['accounts']} | {_cell(c['coalition_auc'])} "
+                f"| {_cell(c['coalition_tpr_at_0_1pct_fpr'])} | {_cell(c['coalition_tpr_at_1pct_fpr'])} "
+                f"| {'-' if c['bound_epsilon'] is None else format(c['bound_epsilon'], 'g')} "
+                f"| {_cell(c['bound_auc'])} | {_cell(c['bound_tpr_at_0_1pct_fpr'])} "
+                f"| {_cell(c['bound_tpr_at_1pct_fpr'])} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""
