@@ -10,6 +10,7 @@ from mbeacon.attack.defences import Defence
 from mbeacon.attack.evaluate import build, load_evaluation_config
 from mbeacon.attack.metrics import tpr_at_fpr
 from mbeacon.attack.run import evaluate_setting
+from mbeacon.privacy.tradeoff import best_attack, max_tpr
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,10 @@ def test_evaluation_rows_carry_the_sweep_and_the_report_table(scenario) -> None:
     table = coalition_table(rows)
     assert f"| none | account | {scenario.victims} |" in table
     assert coalition_table(rows[:1]) == ""
+
+
+def test_bound_of_a_large_coalition_epsilon_does_not_overflow() -> None:
+    # 2,000 accounts at epsilon 1 each: e^2000 is beyond a float
+    bound = best_attack(2000.0)
+    assert bound.auc == 1.0 and bound.tpr_at_fpr_0_1pct == 1.0
+    assert max_tpr(2000.0, 0.0) == 0.0
