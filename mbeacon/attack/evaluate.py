@@ -57,6 +57,13 @@ JSON_KEYS = (
     "repetitions",
     # the deployment view: attacker and researchers in one global ledger (mbeacon.attack.shared)
     *SHARED_KEYS,
+    # the coalition attacker at the largest query count (mbeacon.attack.coalition)
+    "auc_coalition",
+    "tpr_at_0_1pct_fpr_coalition",
+    "bound_auc_coalition",
+    "auc_coalition_cohort",
+    "tpr_at_0_1pct_fpr_coalition_cohort",
+    "coalition",
 )
 
 
@@ -149,6 +156,8 @@ class EvaluationConfig(BaseModel):
     attackers: list[str] = Field(default_factory=lambda: list(ATTACKERS))
     #: Also evaluate the deployment view: attacker and honest researchers share one ``global`` ledger.
     shared_view: bool = True
+    #: Also run the coalition attacker (pooled accounts, reconstruction) at the largest query count.
+    coalition: bool = False
     simulation: dict[str, Any] = Field(default_factory=dict)
     data: CohortData | None = None
     grid: GridConfig = Field(default_factory=GridConfig)
@@ -301,6 +310,7 @@ def _task_kwargs(config: EvaluationConfig, index: int) -> dict[str, Any]:
         "adaptive_bound": config.adaptive_bound,
         "attackers": tuple(config.attackers),
         "shared": config.shared_view,
+        "coalition": config.coalition,
     }
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mbeacon.attack.coalition import coalition_table
 from mbeacon.attack.defences import DEFENCES
 from mbeacon.attack.evaluate import public_row
 from mbeacon.attack.report_plots import auc_panels, frontier, frontier_by_threshold, roc
@@ -316,6 +317,19 @@ def write_report(
         "burn is SVT² positives spent per 1,000 attack queries answered; refused is the share of attack "
         "queries left unanswered. Every row, every query count: `results.json`, `results.parquet`.",
     ]
+    pooled = coalition_table(rows)
+    if pooled:
+        page += [
+            "",
+            "## Coalitions",
+            "",
+            "Accounts pooling their releases and reconstructing the candidates' membership "
+            "(`mbeacon.attack.coalition`), at the largest query count; `cohort`: the accounts share "
+            "the cohort's one budget (cohort-pmw). The bound is the best any attack can do at the "
+            "coalition's epsilon (`mbeacon.privacy.tradeoff`).",
+            "",
+            pooled,
+        ]
     if config:
         page += ["", "## Configuration", "", "```json", json.dumps(config, indent=1), "```"]
     path = out_dir / "report.md"

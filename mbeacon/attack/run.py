@@ -22,6 +22,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from mbeacon.attack.coalition import coalition_figures
 from mbeacon.attack.defences import FULL_OBSERVED, Defence
 from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_log_ratios
 from mbeacon.attack.metrics import auc, roc_curve, tpr_at_fpr
@@ -104,6 +105,7 @@ def evaluate_setting(
     adaptive_bound: float | None = None,
     attackers: tuple[str, ...] | list[str] = ATTACKERS,
     shared: bool = False,
+    coalition: bool = False,
 ) -> list[dict]:
     """One result row per query count: attack AUC and TPR at 1% FPR (means over repetitions), ROC,
     utility on both workloads, positives spent per 1,000 attack queries and the share refused.
@@ -116,6 +118,8 @@ def evaluate_setting(
     ``shared``: also the deployment view (:mod:`mbeacon.attack.shared`): the attacker and honest
     researchers in one ``global`` ledger, its figures under the ``*_shared`` keys of every row (the
     grid asks for it by default, ``EvaluationConfig.shared_view``; a lone call does not).
+    ``coalition``: also the coalition attacker (:mod:`mbeacon.attack.coalition`) at the largest query
+    count, its figures on that (last) row.
     """
     unknown = sorted(set(attackers) - set(ATTACKERS))
     if unknown or not attackers:
@@ -219,4 +223,8 @@ def evaluate_setting(
         else:
             for row in rows:
                 row.update(copied_view(row))
+    if coalition and rows:
+        rows[-1].update(
+            coalition_figures(scenario, defence, rows[-1]["queries"], repetitions=reps, seed=seed)
+        )
     return rows

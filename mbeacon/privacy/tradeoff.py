@@ -27,7 +27,10 @@ def max_tpr(epsilon: float, fpr: float) -> float:
         raise ValueError(f"fpr must be in [0, 1], got {fpr}")
     if math.isinf(epsilon):
         return 1.0 if fpr > 0 else 0.0
-    return min(1.0, math.exp(epsilon) * fpr, 1.0 - math.exp(-epsilon) * (1.0 - fpr))
+    # e^eps overflows a float past eps ~ 709 (a coalition of many per-account budgets reaches it);
+    # by then e^eps * fpr is above 1 for every fpr > 0 anyway
+    grown = math.exp(epsilon) * fpr if epsilon < 700 else (math.inf if fpr > 0 else 0.0)
+    return min(1.0, grown, 1.0 - math.exp(-epsilon) * (1.0 - fpr))
 
 
 def max_auc(epsilon: float) -> float:
