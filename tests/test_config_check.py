@@ -1,11 +1,10 @@
 """``mbeacon config check``, and ``serve`` refusing what it refuses (issue 28, items 2 and 4).
 
 * a ``[datasets.X]`` table that names no dataset of the store is an error naming the likely dataset,
-  for ``config check``, ``serve`` and the app itself (a misspelt id silently served the real dataset at
-  the defaults: twice the epsilon the operator wrote down);
+  for ``config check`` and ``serve`` (a misspelt id would serve the real dataset at the defaults,
+  perhaps twice the epsilon the operator wrote down), and a line in a running worker's log;
 * the check prints what each dataset is served at and who may ask it, and creates nothing;
-* a configuration that cannot serve leaves no ledger behind (the unedited example config created its
-  ledger's directory before failing on the store).
+* a configuration that cannot serve leaves no ledger behind, not even its directory.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_an_option_that_does_not_fit_the_file_is_a_clear_error(tmp_path):
 
 
 def test_ingest_says_whether_it_used_the_detection_pvalues(tmp_path):
-    """A p-value file ingested without --pval-cut used to drop its p-values without a word."""
+    """A p-value file ingested without --pval-cut keeps every value, and says so."""
     path = DATA / "matrix" / "betas_pval.csv"
     store = tmp_path / "s"
     ignored = CliRunner().invoke(main, ["ingest", str(path), "--store", str(store), "--dataset", "a"])

@@ -1,7 +1,7 @@
 """Reloads never take the beacon down (issue 28, item 3), on a real gunicorn server.
 
 * adding a second prior to the store and reloading keeps serving with the prior it had (gunicorn's
-  reload used to boot workers that found no chosen prior, and the master then stopped);
+  own reload boots workers that find no chosen prior if the choice is ambiguous, then stops);
 * ``mbeacon reload`` checks the configuration first: a bad one is refused with exit status 2 and no
   signal is sent;
 * a plain ``kill -HUP`` with a bad configuration is refused by the master itself: the running workers
