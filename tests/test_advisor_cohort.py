@@ -39,6 +39,13 @@ def test_the_advice_keeps_its_promise(patients: int, researchers: int, auc: floa
     assert params.epsilon1 + params.epsilon2 + params.epsilon3 == pytest.approx(advice.epsilon)
 
 
+def test_the_largest_cohort_is_advised_a_c_the_service_takes() -> None:
+    """A cohort large enough to afford more positives than a policy may have gets the most it may."""
+    advice = advise_cohort(100_000, 3, max_auc=0.99, count_error=1.0)
+    assert advice.c == 100_000
+    assert account_params(dataset_policy(**advice.policy())).c == 100_000
+
+
 def test_epsilon_for_auc_inverts_the_bound() -> None:
     assert epsilon_for_auc(0.6) == pytest.approx(math.log(1.5))
     assert max_auc(epsilon_for_auc(0.75)) == pytest.approx(0.75)

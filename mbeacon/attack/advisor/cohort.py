@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from mbeacon.beacon.sanitisers.policy import DEFAULT_RELEASE_SHARE
+from mbeacon.beacon.sanitisers.policy import DEFAULT_RELEASE_SHARE, MAX_C
 from mbeacon.privacy.tradeoff import AttackBound, best_attack
 
 
@@ -74,7 +74,7 @@ def advise_cohort(
     # rounded down to 4 decimals: the policy's epsilon never exceeds the one the bound allows
     epsilon = math.floor(epsilon_for_auc(max_auc) * 1e4) / 1e4
     epsilon3 = release_share * epsilon
-    c = max(1, math.floor(count_error * patients * epsilon3))
+    c = min(MAX_C, max(1, math.floor(count_error * patients * epsilon3)))  # at most what a policy takes
     quota = max(1, math.ceil(c / researchers))
     return CohortAdvice(
         patients, researchers, epsilon, c, quota, release_share, c / epsilon3, best_attack(epsilon)

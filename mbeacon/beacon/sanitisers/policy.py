@@ -22,6 +22,8 @@ MIN_SVT_EPSILON = 1e-6
 #: ``release_share`` when a releasing sanitiser's policy leaves it out: a third of epsilon pays the
 #: noisy counts, two thirds the test (the evaluation's and the advisor's default too).
 DEFAULT_RELEASE_SHARE = 1 / 3
+#: The most positives a policy may give (a dataset's ``c``).
+MAX_C = 100_000
 
 
 def default_hint(mechanism: str) -> str:
@@ -39,7 +41,7 @@ class PolicyBase(BaseModel):
     mechanism: str
     allow_unprotected: bool = False
     epsilon: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
-    c: int = Field(5, ge=1, le=100_000)
+    c: int = Field(5, ge=1, le=MAX_C)
     threshold: int = Field(1, ge=1)
     variant: Literal["single", "redraw"] = "single"
     scope: Literal["user", "group", "global"] = "user"
