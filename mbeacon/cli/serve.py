@@ -15,25 +15,21 @@ from mbeacon.cli.lazy_group import HELP_OPTIONS
 
 
 def _validate_for_serving(config_path: Path | None) -> None:
-    """The checks of `mbeacon config check` (creating nothing), then the app built once in the master
-    and its ledger written to: a bad config, store or ledger is one clear error, not a crash loop."""
-    from mbeacon.beacon.config import ConfigError
-    from mbeacon.beacon.ledger import LedgerUnavailable
+    """The checks of `mbeacon config check` (creating nothing), then the ledger created or migrated and
+    written to once in the master: a bad config, store or ledger is one clear error, not a crash loop
+    of workers. The store is checked once here; each worker checks it again as it builds its app."""
+    from mbeacon.beacon.ledger import Ledger, LedgerUnavailable
     from mbeacon.cli.config import NotServable, check_service
-    from mbeacon.store.errors import DataError
 
     try:
-        check_service(config_path)
-        from mbeacon.api import create_app
-
-        app = create_app(config_path) if config_path else create_app(None)
-        ledger = app.config["MBEACON"].ledger
+        config = check_service(config_path).config
+        ledger = Ledger.open(config.database_url, sqlite_sync=config.sqlite_sync)
         try:
             ledger.db.ping()  # and writable: a read-only or full ledger could answer nothing
         finally:
             ledger.close()
-    except (NotServable, ConfigError, LedgerUnavailable, DataError, RuntimeError, ValueError, OSError) as err:
-        fail(f"cannot serve: {err}")  # a DataError: a damaged cohort, an unknown or unchosen prior
+    except (NotServable, LedgerUnavailable, RuntimeError, ValueError, OSError) as err:
+        fail(f"cannot serve: {err}")  # RuntimeError: a ledger newer than this MBeacon
 
 
 @click.command(context_settings=HELP_OPTIONS)
