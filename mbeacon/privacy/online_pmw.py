@@ -323,11 +323,18 @@ def _kernel(
     targets,
     meas,
     exact,
+    owner,
+    quota,
+    keep_answering,
     out_f,
     out_a,
     out_v,
 ):
     """Every run's stream in turn; the noise comes in, drawn by the caller (``exact``: broken twin).
+
+    ``owner`` (rows x queries) says whose quota a query spends; an owner with ``quota`` positives, or
+    any query after the ``c``-th positive, gets no test: with ``keep_answering`` it is answered from
+    the synthetic state (flag UNANSWERED, the public answer, no count), otherwise not at all.
 
     Between two TOPs the histograms do not move, so each query is TOP independently with the exact
     probability ``P(nu >= margin + rho - q)`` (from ``table``); the next TOP is the first query at
@@ -341,11 +348,15 @@ def _kernel(
     u_lo = np.empty(c, dtype=np.int64)
     u_hi = np.empty(c, dtype=np.int64)
     u_target = np.empty(c)
+    held = np.zeros(owner.max() + 1 if owner.size else 1, dtype=np.int64)
     for r in range(runs):
         count = 0
         survival = 1.0
+        held[:] = 0
         for i in range(k):
-            if count >= c:
+            who = owner[min(r, owner.shape[0] - 1), i]
+            exhausted = count >= c or held[who] >= quota
+            if exhausted and not keep_answering:
                 out_f[r, i] = -1
                 out_a[r, i] = -1
                 out_v[r, i] = np.nan
@@ -363,6 +374,11 @@ def _kernel(
                 s += h[b]
             s *= n
             yes = s >= threshold
+            if exhausted:  # no test: the learnt synthetic state answers, free, and no count
+                out_f[r, i] = -1
+                out_a[r, i] = 1 if yes else 0
+                out_v[r, i] = np.nan
+                continue
             q = (t - 1 - a) if yes else (a - t)
             survival *= 1.0 - _sf(math.ceil(margin + rho[r] - q), table, reach)
             if survival > targets[r, count]:
@@ -378,6 +394,7 @@ def _kernel(
             u_probe[count], u_lo[count], u_hi[count] = p, a_lo, a_hi
             u_target[count] = min(max(moved / n, 0.5 / n), 1.0 - 0.5 / n)
             count += 1
+            held[who] += 1
             survival = 1.0
 
 
@@ -406,9 +423,18 @@ def online_pmw_batch(
     *,
     runs: int | None = None,
     rng: RNGLike = None,
+    owner: np.ndarray | None = None,
+    quota: int | None = None,
     _exact_updates: bool = False,
 ) -> NoisyRelease:
     """:func:`online_pmw` over ``runs x queries`` independent runs, compiled.
+
+    ``owner`` and ``quota`` model ``cohort-pmw``'s holders (``mbeacon.beacon.sanitisers.cohort_pmw``):
+    each query's holder (non-negative integers, broadcast as ``alpha``) may spend at most ``quota`` of
+    a run's ``c`` positives; a query past its holder's quota or past the ``c``-th positive is answered
+    from the synthetic state with no test (flag UNANSWERED, the synthetic answer, no count), as
+    :func:`mbeacon.privacy.cohort_pmw.cohort_pmw_batch` (the audited step loop at one probe) does.
+    Without ``quota`` a run halts at its ``c``-th positive and answers nothing more (``online-pmw``).
 
     ``probe`` indexes the rows of ``prior`` (``probes x bins``); ``probe``, ``lo``, ``hi`` and
     ``alpha`` broadcast to ``runs x queries`` (1-D with ``runs`` repeats one stream). Each run's noise
@@ -445,6 +471,11 @@ def online_pmw_batch(
     flags = np.empty(shape, dtype=np.int8)
     answers = np.empty(shape, dtype=np.int8)
     counts = np.empty(shape)
+    if quota is not None and (int(quota) != quota or quota < 1):
+        raise ValueError(f"quota must be a whole number >= 1, got {quota}")
+    owners = _rows(np.zeros(1, dtype=np.int64) if owner is None else owner, shape)
+    if owners.size and owners.min() < 0:
+        raise ValueError("owner must be non-negative integers")
     _kernel(
         p,
         a_lo,
@@ -462,6 +493,9 @@ def online_pmw_batch(
         targets,
         meas,
         _exact_updates,
+        owners,
+        params.c if quota is None else int(quota),
+        quota is not None,
         flags,
         answers,
         counts,
