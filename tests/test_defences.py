@@ -23,6 +23,7 @@ RANDOMISED = [
     Defence("svt2-margin", epsilon=10.0, c=3, threshold=5, margin=3.0),
     Defence("svt2-noisy", epsilon=10.0, c=3, threshold=5, margin=2.0, release_share=0.4),
     Defence("online-pmw", epsilon=10.0, c=3, threshold=5, margin=2.0, n=60),
+    Defence("cohort-pmw", epsilon=10.0, c=3, threshold=5, margin=2.0, n=60, quota=2),
 ]
 
 
@@ -111,6 +112,8 @@ def test_adaptive_stop_freezes_scores_once_decisive(steps, bound) -> None:
         ({"name": "noisy-count", "epsilon": float("inf")}, "epsilon"),
         ({"name": "flip", "flip": 1.5}, "flip probability"),
         ({"name": "suppression", "threshold": 0}, "threshold"),
+        ({"name": "online-pmw", "epsilon": 1.0, "c": 5, "quota": 2}, "quota applies to cohort-pmw"),
+        ({"name": "cohort-pmw", "epsilon": 1.0, "c": 5, "quota": 6}, "quota applies to cohort-pmw"),
     ],
 )
 def test_bad_settings_are_refused_with_the_reason(kwargs, message) -> None:
@@ -125,7 +128,7 @@ def test_the_trackers_streams_answer_as_the_model_says(defence: Defence) -> None
     runs = 40_000
     rng = np.random.default_rng(11)
     for alpha, beta in [(0, 0.0), (3, 0.9), (6, 2.5), (12, 12.0), (40, 0.2)]:
-        if defence.name == "online-pmw":
+        if defence.is_pmw:
             # a uniform prior; the query [0, beta/N] has the synthetic count beta (up to the floor)
             def uniform(rows, lo, hi):
                 return np.clip(hi, 0, 1) - np.clip(lo, 0, 1)

@@ -90,7 +90,7 @@ def test_every_row_of_these_defences_is_scored_by_the_new_attackers(small) -> No
         assert row["auc"] == max(each.values()) and each[row["attacker"]] == row["auc"]
     (svt2,) = evaluate_setting(small, Defence("svt2-single", epsilon=10.0, c=5), [300], repetitions=1, seed=1)
     assert svt2["auc_flag"] is None and svt2["auc_count"] is None and svt2["auc_boundary"] is None
-    assert set(FULL_OBSERVED) == {"svt2-noisy", "online-pmw"}
+    assert set(FULL_OBSERVED) == {"svt2-noisy", "online-pmw", "cohort-pmw"}
 
 
 def _dmp_scenario(probes: int = 200, n: int = 100, seed: int = 0):

@@ -19,8 +19,10 @@ at once (a Dinur-Nissim style reconstruction):
 The budget the coalition buys depends on the mechanism's accounting. Per-account mechanisms (svt2,
 online-pmw, noisy-count) give each account a fresh budget: ``K`` accounts are ``K`` independent
 streams, and the release is ``K * epsilon``-DP for the coalition. ``cohort-pmw`` keeps one budget for
-the cohort: the coalition's queries run through **one** stream (round-robin over the accounts), so
-more accounts buy no more releases, and the bound stays at the cohort's epsilon.
+the cohort: the coalition's queries run through **one** stream (round-robin over the accounts, each
+within its quota; :meth:`~mbeacon.attack.defences.Defence.release_accounts`), so more accounts buy at
+most the cohort's ``c`` releases, and the bound stays at the cohort's epsilon. Its answers past a
+quota come from the public synthetic state and are dropped, as unanswered ones.
 :func:`mbeacon.privacy.tradeoff.best_attack` of that epsilon is reported beside the measured figures.
 """
 
@@ -111,6 +113,10 @@ def release(
     k, q = alpha.shape
     if defence.name == "none":  # the unprotected beacon: the exact count (Beacon v2 count granularity)
         return np.asarray(alpha, dtype=np.float64), (alpha >= defence.threshold).astype(np.int8)
+    if defence.name == "cohort-pmw":  # the cohort's one stream, each account within its quota
+        out = defence.release_accounts(alpha, beta, rng, accounts=k)
+        untested = out.flags < 0  # answered from the public synthetic state: nothing about the data
+        return np.where(untested, np.nan, out.counts), np.where(untested, -1, out.answers).astype(np.int8)
     if shared:
         order = alpha.T.reshape(1, -1), beta.T.reshape(1, -1)
         counts, answers = release(defence, *order, shared=False, rng=rng)
@@ -128,13 +134,14 @@ def release(
 
 
 def coalition_epsilon(defence: Defence, accounts: int, *, shared: bool) -> float:
-    """The coalition's epsilon: the cohort's under one budget, ``accounts`` budgets otherwise.
+    """The coalition's epsilon: the cohort's under one budget (``shared``, or ``cohort-pmw``),
+    ``accounts`` budgets otherwise.
 
     Infinite for a defence without a DP guarantee (``none``, ``suppression``, ``flip``): no bound.
     """
     if defence.epsilon is None:
         return math.inf
-    return float(defence.epsilon) * (1 if shared else accounts)
+    return float(defence.epsilon) * (1 if shared or defence.name == "cohort-pmw" else accounts)
 
 
 def coalition_view(
@@ -176,7 +183,7 @@ def coalition_view(
         out.append(
             {
                 "accounts": k,
-                "accounting": "cohort" if shared else "account",
+                "accounting": "cohort" if shared or defence.name == "cohort-pmw" else "account",
                 "coalition_auc": float(np.mean(aucs)),
                 "coalition_tpr_at_0_1pct_fpr": float(np.mean(low)),
                 "coalition_tpr_at_1pct_fpr": float(np.mean(one)),
@@ -192,30 +199,18 @@ def coalition_view(
 def coalition_figures(
     scenario: Scenario, defence: Defence, q: int, *, repetitions: int, seed: int | list[int]
 ) -> dict:
-    """The evaluation row's coalition keys: every sweep row and the strongest coalition's AUC.
-
-    ``online-pmw`` is measured twice: with per-account budgets and as ``cohort-pmw`` (the served
-    default), whose accounts share the cohort's one budget.
-    """
+    """The evaluation row's coalition keys: every sweep row and the strongest coalition's figures
+    (``bound_auc_coalition``: the bound at that coalition's epsilon)."""
     seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed]
     rng = np.random.default_rng([*seeds, _SEED_TAG])  # noise-ok: evaluation, seeded
     rows = coalition_view(scenario, defence, q, repetitions=repetitions, rng=rng)
-    if defence.name == "online-pmw":
-        rows += coalition_view(scenario, defence, q, repetitions=repetitions, shared=True, rng=rng)
-    per_account = [r for r in rows if r["accounting"] == "account"]
-    cohort = [r for r in rows if r["accounting"] == "cohort"]
-    best = max(per_account, key=lambda r: r["coalition_auc"])
-    out = {
+    best = max(rows, key=lambda r: r["coalition_auc"])
+    return {
         "coalition": rows,
         "auc_coalition": best["coalition_auc"],
         "tpr_at_0_1pct_fpr_coalition": best["coalition_tpr_at_0_1pct_fpr"],
         "bound_auc_coalition": best["bound_auc"],
     }
-    if cohort:
-        top = max(cohort, key=lambda r: r["coalition_auc"])
-        out["auc_coalition_cohort"] = top["coalition_auc"]
-        out["tpr_at_0_1pct_fpr_coalition_cohort"] = top["coalition_tpr_at_0_1pct_fpr"]
-    return out
 
 
 def _cell(value: float | None) -> str:

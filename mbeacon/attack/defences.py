@@ -22,6 +22,7 @@ each other. Every other defence releases a yes/no answer and the observation is 
 | ``svt2-margin`` | SVT² with margins ``a = b = margin`` (``svt2_margin_batch``) | epsilon, c, T, m |
 | ``svt2-noisy`` | the same; TOP: ``alpha + Lap(c/eps3) >= T`` (``svt2_noisy_batch``) | epsilon, c, T, m, r |
 | ``online-pmw`` | Online PMW from the prior (``online_pmw_batch``), a probe per query | epsilon, c, T, m, r |
+| ``cohort-pmw`` | the same, one stream for every account, each within a quota | epsilon, c, T, m, r, quota |
 
 (``m``: ``margin``, ``r``: ``release_share``, ``eps3 = r * epsilon``.)
 
@@ -41,6 +42,17 @@ range and the rest) starting at the prior's mass ``beta / N``, floored at half a
 mechanism's exact law for streams that never ask twice at one probe (the rarest-range attack, the
 random and discovery workloads); the tracker and the boundary attacker, which do, run it with each
 account's per-probe state (:mod:`mbeacon.attack.pmw_state`).
+
+``cohort-pmw`` is the served default: Online PMW whose state belongs to the cohort. Every account's
+queries go through **one** stream (:meth:`Defence.release_accounts`: round-robin over the accounts in
+a random order), each account may spend at most ``quota`` of the cohort's ``c`` positives, and a query
+past its account's quota or past the ``c``-th positive is answered from the synthetic state with no
+test (flag -1, the public answer): the attacker reads nothing from it. The attack's accounts are
+the victims' (:meth:`Defence.release_accounts`); a researcher's workload (:meth:`Defence.release`,
+:meth:`Defence.release_all`) is one cohort's stream asked by :attr:`Defence.researchers` holders in
+turn, enough to spend the whole ``c``. The tracker and the boundary attacker run it as per-account
+Online PMW with the cohort's parameters halting at the quota: every victim's account gets its quota
+of fresh positives, which favours them (the cohort's ``c`` caps the sum of what all accounts get).
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from mbeacon.beacon.sanitisers import account_params, sanitiser_of
+from mbeacon.beacon.sanitisers.cohort_pmw import default_quota
 from mbeacon.beacon.sanitisers.policy import PolicyBase
 from mbeacon.privacy.noise import (
     RNGLike,
@@ -78,7 +91,10 @@ DEFENCES = (
     "svt2-margin",
     "svt2-noisy",
     "online-pmw",
+    "cohort-pmw",
 )
+#: Online PMW: per account, or the cohort's one state with quotas.
+PMW = ("online-pmw", "cohort-pmw")
 #: The default evaluation grid's defences; the sanitisers built on SVT² are chosen in the config.
 DEFAULT_DEFENCES = DEFENCES[:7]
 #: Defences whose observation is SVT²'s flag (the answer is the flag applied to the prior's answer).
@@ -87,9 +103,9 @@ FLAG_OBSERVED = ("svt2-single", "svt2-redraw", "svt2-margin")
 #: no longer determines, and for CONTROLLED callers with count granularity the released count (the
 #: noisy count on a TOP, the public synthetic or prior count on a BOT). :meth:`Defence.release_all`
 #: gives all three and :meth:`Defence.observation_likelihood` is their exact per-query law.
-FULL_OBSERVED = ("svt2-noisy", "online-pmw")
+FULL_OBSERVED = ("svt2-noisy", *PMW)
 #: Defences that keep per-account state between queries (a secret threshold, positives spent).
-STATEFUL = ("svt2-single", "svt2-redraw", "svt2-margin", "svt2-noisy", "online-pmw")
+STATEFUL = ("svt2-single", "svt2-redraw", "svt2-margin", "svt2-noisy", *PMW)
 
 #: The served mechanism and variant of each defence the service runs (the rest are evaluation baselines).
 SERVED: dict[str, tuple[str, str]] = {
@@ -98,6 +114,7 @@ SERVED: dict[str, tuple[str, str]] = {
     "svt2-margin": ("svt2-margin", "single"),
     "svt2-noisy": ("svt2-noisy", "single"),
     "online-pmw": ("online-pmw", "single"),
+    "cohort-pmw": ("cohort-pmw", "single"),
 }
 
 #: ``flip`` only touches rare "yes" answers (count below this), the ones that identify a person.
@@ -116,8 +133,11 @@ class Defence:
     query_cap: int | None = None
     margin: float | None = None
     release_share: float | None = None
-    #: The cohort size N (``online-pmw``'s synthetic counts are N times a histogram mass).
+    #: The cohort size N (Online PMW's synthetic counts are N times a histogram mass).
     n: int | None = None
+    #: ``cohort-pmw``: the most of the cohort's ``c`` positives one account may spend (None: the
+    #: service's default, a tenth of ``c``).
+    quota: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in DEFENCES:
@@ -141,6 +161,26 @@ class Defence:
             raise ValueError(f"{self.name}: margin must be a number >= 0, got {self.margin}")
         if self.release_share is not None and not 0.0 < self.release_share < 1.0:
             raise ValueError(f"{self.name}: release_share must be in (0, 1), got {self.release_share}")
+        if self.quota is not None and not (
+            self.name == "cohort-pmw" and int(self.quota) == self.quota and 1 <= self.quota <= (self.c or 0)
+        ):
+            raise ValueError(f"{self.name}: quota applies to cohort-pmw, a whole number in [1, c]")
+
+    @property
+    def is_pmw(self) -> bool:
+        return self.name in PMW
+
+    @property
+    def effective_quota(self) -> int:
+        """``cohort-pmw``'s positives per account (the service's default when none is set)."""
+        assert self.c is not None
+        return default_quota(self.c) if self.quota is None else int(self.quota)
+
+    @property
+    def researchers(self) -> int:
+        """``cohort-pmw``: honest holders who ask a workload in turn, enough to spend the whole ``c``."""
+        assert self.c is not None
+        return math.ceil(self.c / self.effective_quota)
 
     @property
     def is_svt2(self) -> bool:
@@ -164,6 +204,8 @@ class Defence:
             keys["margin_above"] = keys["margin_below"] = float(self.margin or 0.0)
         if "release_share" in fields:
             keys["release_share"] = self.release_share
+        if "quota" in fields:
+            keys["quota"] = self.quota
         # built without the service's operational bounds (epsilon <= 100, ...): the evaluation also
         # measures settings no operator would serve; __post_init__ has checked what the split needs
         return sanitiser_of(mechanism).policy_model.model_construct(**keys)
@@ -181,10 +223,10 @@ class Defence:
 
     @cached_property
     def pmw_params(self) -> OnlinePMWParams:
-        """``online-pmw``'s parameters; needs the cohort size (:meth:`with_cohort`)."""
-        assert self.name == "online-pmw" and self.epsilon is not None and self.c is not None
+        """Online PMW's parameters; needs the cohort size (:meth:`with_cohort`)."""
+        assert self.is_pmw and self.epsilon is not None and self.c is not None
         if self.n is None:
-            raise ValueError("online-pmw needs the cohort size (Defence.with_cohort) before it answers")
+            raise ValueError(f"{self.name} needs the cohort size (Defence.with_cohort) before it answers")
         params = self._mechanism_params(self.n)
         assert isinstance(params, OnlinePMWParams)
         return params
@@ -214,8 +256,10 @@ class Defence:
             text = f"eps={self.epsilon:g} c={self.c}"
             if self.margin:
                 text += f" m={self.margin:g}"
-            if self.release_share is not None and self.name in ("svt2-noisy", "online-pmw"):
+            if self.release_share is not None and self.name in ("svt2-noisy", *PMW):
                 text += f" r={self.release_share:g}"
+            if self.name == "cohort-pmw":
+                text += f" quota={self.effective_quota}"
         else:
             text = ""
         if self.threshold != 1 and self.name != "suppression":
@@ -227,8 +271,8 @@ class Defence:
         return replace(self, query_cap=queries) if self.name == "noisy-count" else self
 
     def with_cohort(self, n: int) -> Defence:
-        """``online-pmw`` needs the cohort size N before any query is asked."""
-        return replace(self, n=int(n)) if self.name == "online-pmw" else self
+        """Online PMW needs the cohort size N before any query is asked."""
+        return replace(self, n=int(n)) if self.is_pmw else self
 
     # --- what the beacon releases ---------------------------------------------------------------
 
@@ -277,9 +321,54 @@ class Defence:
         source = as_source(rng)
         if self.name == "online-pmw":
             return self._release_pmw(alpha, beta, source)
+        if self.name == "cohort-pmw":  # each run one cohort's stream, asked by the researchers in turn
+            owner = np.arange(alpha.shape[1]) % self.researchers
+            return self._release_pmw(alpha, beta, source, owner=owner, quota=self.effective_quota)
         return svt2_noisy_batch(alpha, beta, self.svt2_params, rng=source)  # type: ignore[arg-type]
 
-    def _release_pmw(self, alpha: np.ndarray, beta: np.ndarray, source) -> NoisyRelease:
+    def release_accounts(
+        self, alpha: np.ndarray, beta: np.ndarray, rng: RNGLike = None, *, accounts: int
+    ) -> NoisyRelease:
+        """``cohort-pmw``: every ``accounts`` consecutive runs are accounts of one cohort, their queries
+        asked round-robin (every account's first query, then every second, ...) over the accounts in a
+        random order through the cohort's one stream, each account within its quota."""
+        if self.name != "cohort-pmw":
+            raise ValueError(f"{self.name}: every account has a budget of its own; use release_all()")
+        alpha = np.asarray(alpha)
+        beta = np.broadcast_to(np.asarray(beta, dtype=np.float64), alpha.shape)
+        runs, k = alpha.shape
+        if accounts < 1 or runs % accounts:
+            raise ValueError(f"{runs} runs are not whole cohorts of {accounts} accounts")
+        source = as_source(rng)
+        cohorts = runs // accounts
+        # position t * accounts + j of a cohort's stream: query t of its j-th account in a random order
+        order = np.argsort(uniform((cohorts, accounts), source), axis=1)
+        rows = (np.arange(cohorts)[:, None] * accounts + order)[:, None, :]  # cohorts x 1 x accounts
+        take = lambda m: m[rows, np.arange(k)[None, :, None]].reshape(cohorts, -1)  # noqa: E731
+        owner = np.broadcast_to(order[:, None, :], (cohorts, k, accounts)).reshape(cohorts, -1)
+        out = self._release_pmw(take(alpha), take(beta), source, owner=owner, quota=self.effective_quota)
+        back = np.empty((runs, k), dtype=np.int64)  # stream position of every (run, query)
+        back[rows.reshape(cohorts, accounts), :] = (
+            np.arange(cohorts)[:, None, None] * (k * accounts)
+            + np.arange(k)[None, None, :] * accounts
+            + np.arange(accounts)[None, :, None]
+        )
+        flat = back.reshape(-1)
+        return NoisyRelease(
+            out.flags.reshape(-1)[flat].reshape(runs, k),
+            out.answers.reshape(-1)[flat].reshape(runs, k),
+            out.counts.reshape(-1)[flat].reshape(runs, k),
+        )
+
+    def _release_pmw(
+        self,
+        alpha: np.ndarray,
+        beta: np.ndarray,
+        source,
+        *,
+        owner: np.ndarray | None = None,
+        quota: int | None = None,
+    ) -> NoisyRelease:
         """Online PMW with every query at a probe of its own (see the module docstring)."""
         p = self.pmw_params
         runs, k = alpha.shape
@@ -287,7 +376,9 @@ class Defence:
         prior = np.column_stack([inside, 1.0 - inside])
         probe = np.arange(runs * k, dtype=np.int64).reshape(runs, k)
         lo, hi = np.zeros((1, k), dtype=np.int64), np.ones((1, k), dtype=np.int64)
-        return online_pmw_batch(probe, lo, hi, alpha, prior, p, runs=runs, rng=source)
+        return online_pmw_batch(
+            probe, lo, hi, alpha, prior, p, runs=runs, rng=source, owner=owner, quota=quota
+        )
 
     # --- what the attacker knows about it -------------------------------------------------------
 
@@ -314,7 +405,7 @@ class Defence:
             return np.where(alpha >= t, keep, 0.0)
         if self.name == "noisy-count":
             return discrete_laplace_sf(t - alpha, self.noisy_count_scale)  # P(alpha + L >= T)
-        if self.name == "online-pmw":
+        if self.is_pmw:
             return self._p_one_pmw(alpha, beta)
         p = self.svt2_params
         sf = _difference_sf(p.query_scale, p.threshold_scale)
@@ -350,7 +441,7 @@ class Defence:
     @property
     def release_scale(self) -> float:
         """Discrete Laplace scale of the count a TOP releases (``c / eps3``)."""
-        p = self.pmw_params if self.name == "online-pmw" else self.svt2_params
+        p = self.pmw_params if self.is_pmw else self.svt2_params
         if not isinstance(p, OnlinePMWParams | SVT2NoisyParams):
             raise ValueError(f"{self.name} releases no noisy count")
         return float(p.release_scale)
@@ -359,7 +450,7 @@ class Defence:
         """The answer of a BOT: the public count ``beta`` (the prior's expectation, or Online PMW's
         synthetic count) against T. Online PMW's synthetic masses are floored at half a patient."""
         beta = np.asarray(beta, dtype=np.float64)
-        if self.name == "online-pmw":
+        if self.is_pmw:
             beta = np.clip(beta, 0.5, self.pmw_params.n - 0.5)
         return (beta >= self.threshold).astype(np.float64)
 
@@ -368,7 +459,7 @@ class Defence:
         secret threshold (as :meth:`p_observe_one`). For ``online-pmw`` ``beta`` is the synthetic count
         the query is compared with (the prior's expectation before any update at the probe)."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        if self.name == "online-pmw":
+        if self.is_pmw:
             p = self.pmw_params
             yes = self.bot_answer(beta) > 0
             t = p.count_threshold

@@ -61,8 +61,6 @@ JSON_KEYS = (
     "auc_coalition",
     "tpr_at_0_1pct_fpr_coalition",
     "bound_auc_coalition",
-    "auc_coalition_cohort",
-    "tpr_at_0_1pct_fpr_coalition_cohort",
     "coalition",
 )
 
@@ -80,8 +78,10 @@ class GridConfig(BaseModel):
     flip: list[float] = Field(default_factory=lambda: [0.25, 0.5, 0.75])
     #: Decision margins (patients) of svt2-margin, svt2-noisy and online-pmw.
     margin: list[float] = Field(default_factory=lambda: [0.0, 20.0])
-    #: Share of epsilon spent on the noisy counts of svt2-noisy and online-pmw.
+    #: Share of epsilon spent on the noisy counts of svt2-noisy, online-pmw and cohort-pmw.
     release_share: list[float] = Field(default_factory=lambda: [1 / 3])
+    #: cohort-pmw's positives per account (empty: the service's default, a tenth of c).
+    quota: list[int] = Field(default_factory=list)
 
     @field_validator("defences")
     @classmethod
@@ -114,6 +114,14 @@ class GridConfig(BaseModel):
                 out += [
                     Defence(name, epsilon=e, c=c, threshold=t, margin=m, release_share=r)
                     for t, c, e, m, r in grid
+                ]
+            elif name == "cohort-pmw":
+                quotas: list[int | None] = list(self.quota) or [None]
+                grid = product(self.threshold, self.c, self.epsilon, self.margin, self.release_share, quotas)
+                out += [
+                    Defence(name, epsilon=e, c=c, threshold=t, margin=m, release_share=r, quota=u)
+                    for t, c, e, m, r, u in grid
+                    if u is None or u <= c
                 ]
             else:
                 out += [
@@ -158,6 +166,8 @@ class EvaluationConfig(BaseModel):
     shared_view: bool = True
     #: Also run the coalition attacker (pooled accounts, reconstruction) at the largest query count.
     coalition: bool = False
+    #: The deployment view's attacking identities (cohort-pmw's quotas are per identity).
+    attacker_accounts: int = Field(1, ge=1)
     simulation: dict[str, Any] = Field(default_factory=dict)
     data: CohortData | None = None
     grid: GridConfig = Field(default_factory=GridConfig)
@@ -311,6 +321,7 @@ def _task_kwargs(config: EvaluationConfig, index: int) -> dict[str, Any]:
         "attackers": tuple(config.attackers),
         "shared": config.shared_view,
         "coalition": config.coalition,
+        "attacker_accounts": config.attacker_accounts,
     }
 
 

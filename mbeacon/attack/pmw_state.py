@@ -62,9 +62,17 @@ class PMWStreams:
     """``runs`` Online PMW accounts with their per-probe synthetic distributions (module docstring)."""
 
     def __init__(
-        self, params: OnlinePMWParams, runs: int, probability: Probability, rng: RNGLike = None
+        self,
+        params: OnlinePMWParams,
+        runs: int,
+        probability: Probability,
+        rng: RNGLike = None,
+        *,
+        halt_at: int | None = None,
     ) -> None:
         self.params = params
+        #: positives after which a run answers nothing more (``c``; a ``cohort-pmw`` account's quota)
+        self.halt_at = params.c if halt_at is None else int(halt_at)
         self.probability = probability
         self.source = as_source(rng)
         self.z = np.asarray(lattice_laplace(params.threshold_scale, 1.0, runs, self.source), dtype=np.float64)
@@ -101,7 +109,7 @@ class PMWStreams:
         answers = np.full(runs.size, UNANSWERED, dtype=np.int8)
         counts = np.full(runs.size, np.nan)
         s = self.synthetic(runs, rows, lo, hi)
-        live = np.flatnonzero(self.count[runs] < p.c)
+        live = np.flatnonzero(self.count[runs] < self.halt_at)
         if live.size == 0:
             return NoisyRelease(flags, answers, counts), s
         t = p.count_threshold

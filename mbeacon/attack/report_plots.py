@@ -56,6 +56,7 @@ COLOURS = {
     "svt2-margin": "#2ca02c",
     "svt2-noisy": "#bcbd22",
     "online-pmw": "#e377c2",
+    "cohort-pmw": "#d62728",
 }
 #: Each defence's marker in every figure.
 MARKERS = {
@@ -69,6 +70,7 @@ MARKERS = {
     "svt2-margin": "<",
     "svt2-noisy": ">",
     "online-pmw": "*",
+    "cohort-pmw": "p",
 }
 
 

@@ -58,8 +58,9 @@ def utility(defence: Defence, workload: Workload, runs: int, rng: np.random.Gene
     if len(workload) == 0:
         return None
     alpha = np.broadcast_to(workload.alpha, (runs, len(workload)))
-    if defence.name == "online-pmw" and workload.histograms is not None:
+    if defence.is_pmw and workload.histograms is not None:
         # queries that share a probe share its histogram: the mechanism learns across them
+        cohort = defence.name == "cohort-pmw"  # asked by its researchers in turn, each within a quota
         observations = online_pmw_batch(
             workload.probe,
             workload.lo,
@@ -69,6 +70,8 @@ def utility(defence: Defence, workload: Workload, runs: int, rng: np.random.Gene
             defence.pmw_params,
             runs=runs,
             rng=as_source(rng),
+            owner=np.arange(len(workload)) % defence.researchers if cohort else None,
+            quota=defence.effective_quota if cohort else None,
         ).answers
     else:
         observations = defence.release(alpha, workload.beta, rng)
@@ -106,6 +109,7 @@ def evaluate_setting(
     attackers: tuple[str, ...] | list[str] = ATTACKERS,
     shared: bool = False,
     coalition: bool = False,
+    attacker_accounts: int = 1,
 ) -> list[dict]:
     """One result row per query count: attack AUC and TPR at 1% FPR (means over repetitions), ROC,
     utility on both workloads, positives spent per 1,000 attack queries and the share refused.
@@ -119,7 +123,8 @@ def evaluate_setting(
     researchers in one ``global`` ledger, its figures under the ``*_shared`` keys of every row (the
     grid asks for it by default, ``EvaluationConfig.shared_view``; a lone call does not).
     ``coalition``: also the coalition attacker (:mod:`mbeacon.attack.coalition`) at the largest query
-    count, its figures on that (last) row.
+    count, its figures on that (last) row. ``attacker_accounts``: the deployment view's attacking
+    identities (``cohort-pmw``'s quotas are per identity).
     """
     unknown = sorted(set(attackers) - set(ATTACKERS))
     if unknown or not attackers:
@@ -131,11 +136,17 @@ def evaluate_setting(
     beta = scenario.beta
     p_member, p_non = observation_probabilities(defence, scenario.plan.pi, beta, scenario.n, scenario.miss)
     streams = np.broadcast_to(scenario.alpha, (reps, *scenario.alpha.shape)).reshape(-1, scenario.queries)
-    full = (
-        defence.release_all(streams, np.tile(beta, (reps, 1)), rng) if defence.name in FULL_OBSERVED else None
-    )
+    if defence.name == "cohort-pmw":  # every victim's account asks through the cohort's one stream
+        full = defence.release_accounts(streams, np.tile(beta, (reps, 1)), rng, accounts=scenario.victims)
+    elif defence.name in FULL_OBSERVED:
+        full = defence.release_all(streams, np.tile(beta, (reps, 1)), rng)
+    else:
+        full = None
     observations = (
-        full.answers if full is not None else defence.release(streams, np.tile(beta, (reps, 1)), rng)
+        # an untested answer (cohort-pmw past a quota) is the public synthetic one: nothing observed
+        np.where(full.flags < 0, -1, full.answers).astype(np.int8)
+        if full is not None
+        else defence.release(streams, np.tile(beta, (reps, 1)), rng)
     ).reshape(reps, scenario.victims, -1)
     scores = lrt_scores(observations, p_member, p_non)
     asked = np.full(scores.shape[:-1], scenario.queries)
@@ -217,6 +228,7 @@ def evaluate_setting(
                 p_member=p_member,
                 p_non=p_non,
                 rng=shared_rng(seed),
+                attacker_accounts=attacker_accounts,
             )
             for row in rows:
                 row.update(view[row["queries"]])

@@ -21,7 +21,17 @@ measures that deployment:
   in the Sybil view already.
 * **Honest utility** is measured in that same stream: the share of each workload's questions answered
   right, an unanswered question getting the prior's answer (``on_exhausted = "prior"``), as in the
-  Sybil view.
+  Sybil view. The same researchers' questions through the same ledger with no attacker give
+  ``utility_discovery_unattacked``, and ``honest_kept_shared`` is the share of it they keep under
+  attack.
+
+``cohort-pmw``'s one state is already the cohort's, whatever the scope; what the deployment adds is
+its quotas. The attacker asks through ``attacker_accounts`` identities (default one: the accounts an
+operator issues or an identity provider vouches for are not free to multiply), victim ``v``'s queries
+through identity ``v mod attacker_accounts``, each within its quota; the honest questions are asked
+by :attr:`~mbeacon.attack.defences.Defence.researchers` holders in turn, each within its own quota.
+An answer past a quota comes from the learnt synthetic state: the researchers use it, the attacker
+reads nothing from it.
 
 Defences without per-account state (``none``, ``suppression``, ``flip``, ``prior-only``) answer every
 query the same whoever asks, so the scope changes nothing: their shared-view figures are the Sybil
@@ -44,6 +54,7 @@ from mbeacon.attack.scenario import BINS, Scenario, Workload
 from mbeacon.privacy.noise import as_source
 from mbeacon.privacy.online_pmw import online_pmw_batch
 from mbeacon.privacy.svt2 import svt2_release
+from mbeacon.privacy.svt2_noisy import NoisyRelease
 
 #: The scope the view models (``group`` behaves the same with the attacker in the group).
 SCOPE = "global"
@@ -56,6 +67,8 @@ SHARED_KEYS = (
     "utility_exploration_shared",
     "refused_shared",
     "honest_refused_shared",
+    "utility_discovery_unattacked",
+    "honest_kept_shared",
 )
 #: Mixed into the setting's seed: the shared view's own stream of randomness.
 _SEED_TAG = 5_417
@@ -112,8 +125,11 @@ def _pmw_answers(
     source: np.ndarray,
     alpha: np.ndarray,
     rng: np.random.Generator,
-) -> np.ndarray:
-    """Online PMW over the shared streams: one histogram per probe for everybody.
+    *,
+    attacker_accounts: int = 1,
+) -> NoisyRelease:
+    """Online PMW over the shared streams: one histogram per probe for everybody (``cohort-pmw``:
+    each holder within its quota, see the module docstring).
 
     A query of the attacker, random or discovery workload is at a probe of its own (the Sybil view's
     model: its range's prior mass in bin 0, the rest spread over the other bins); the exploration
@@ -145,6 +161,12 @@ def _pmw_answers(
         hi.append(np.ones(block, dtype=np.int64))
         next_own += block
     probe_all, lo_all, hi_all = (np.concatenate(x).astype(np.int64) for x in (probe, lo, hi))
+    owner = None
+    if defence.name == "cohort-pmw":
+        victims = scenario.victims
+        attack = (np.arange(victims * q) // q) % max(1, attacker_accounts)  # victim-major
+        honest_owner = attacker_accounts + np.arange(probe_all.size - attack.size) % defence.researchers
+        owner = np.concatenate([attack, honest_owner])[source]
     return online_pmw_batch(
         probe_all[source],
         lo_all[source],
@@ -154,7 +176,9 @@ def _pmw_answers(
         p,
         runs=source.shape[0],
         rng=as_source(rng),
-    ).answers
+        owner=owner,
+        quota=defence.effective_quota if owner is not None else None,
+    )
 
 
 def shared_view(
@@ -166,6 +190,7 @@ def shared_view(
     p_member: np.ndarray,
     p_non: np.ndarray,
     rng: np.random.Generator,
+    attacker_accounts: int = 1,
 ) -> dict[int, dict]:
     """The shared-budget figures at each query count per victim: ``{q: {key: value}}`` (:data:`SHARED_KEYS`).
 
@@ -178,18 +203,24 @@ def shared_view(
     honest_beta = np.concatenate([w.beta for w in honest])
     kinds = np.repeat(np.arange(len(honest)), [len(w) for w in honest])
     victims, t = scenario.victims, defence.threshold
-    out: dict[int, dict] = {}
-    for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
+    discovery = names.index("discovery")
+
+    def stream(q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The attacker's observations (runs x victims x q), the honest answers, and which were right."""
         attack = victims * q
         all_alpha = np.concatenate([scenario.alpha[:, :q].reshape(-1), honest_alpha])
         all_beta = np.concatenate([scenario.beta[:, :q].reshape(-1), honest_beta])
         source, is_honest = shared_streams(victims, q, honest_alpha.size, repetitions, rng)
         alpha, beta = all_alpha[source], all_beta[source]
-        if defence.name == "online-pmw":
-            observations = _pmw_answers(defence, scenario, q, honest, source, alpha, rng)
+        if defence.is_pmw:
+            release = _pmw_answers(
+                defence, scenario, q, honest, source, alpha, rng, attacker_accounts=attacker_accounts
+            )
+            answers = release.answers  # the researchers' (cohort-pmw past a quota: the synthetic one)
+            observations = np.where(release.flags < 0, -1, release.answers).astype(np.int8)
         else:
             observations = defence.release(alpha, beta, rng)
-        answers = svt2_release(observations, beta, t) if defence.flags_observed else observations
+            answers = svt2_release(observations, beta, t) if defence.flags_observed else observations
         # the attacker's observations back in victims x queries order, one block per stream
         attack_obs = np.empty((repetitions, attack), dtype=observations.dtype)
         np.put_along_axis(
@@ -198,12 +229,15 @@ def shared_view(
             observations[~is_honest].reshape(repetitions, -1),
             axis=1,
         )
-        attack_obs = attack_obs.reshape(repetitions, victims, q)
-        scores = lrt_scores(attack_obs, p_member[:, :q], p_non[:, :q])[:, :, -1]
         honest_order = np.argsort(source[is_honest].reshape(repetitions, -1), axis=1)
         honest_answers = np.take_along_axis(answers[is_honest].reshape(repetitions, -1), honest_order, axis=1)
         released = np.where(honest_answers < 0, honest_beta >= t, honest_answers)
-        right = released == (honest_alpha >= t)
+        return attack_obs.reshape(repetitions, victims, q), honest_answers, released == (honest_alpha >= t)
+
+    out: dict[int, dict] = {}
+    for q in sorted(set(min(q, scenario.queries) for q in query_counts)):
+        attack_obs, honest_answers, right = stream(q)
+        scores = lrt_scores(attack_obs, p_member[:, :q], p_non[:, :q])[:, :, -1]
         row = {
             "auc_shared": float(np.mean([auc(scores[r], scenario.labels) for r in range(repetitions)])),
             "attacker_shared": "rarest",
@@ -216,7 +250,20 @@ def shared_view(
             )
         row.setdefault("utility_exploration_shared", None)
         out[q] = row
+    # the researchers alone in the same ledger, what the attacker's spending is measured against (drawn
+    # last: the figures above do not move)
+    unattacked = float(np.mean(stream(0)[2][:, kinds == discovery]))
+    for row in out.values():
+        row["utility_discovery_unattacked"] = unattacked
+        row["honest_kept_shared"] = _kept(row["utility_discovery_shared"], unattacked)
     return out
+
+
+def _kept(attacked: float | None, unattacked: float | None) -> float | None:
+    """The share of their discovery utility the researchers keep under attack (None: nothing to keep)."""
+    if attacked is None or not unattacked:
+        return None
+    return attacked / unattacked
 
 
 def copied_view(row: dict) -> dict:
@@ -229,4 +276,6 @@ def copied_view(row: dict) -> dict:
         "utility_exploration_shared": row.get("utility_exploration"),
         "refused_shared": row["refused"],
         "honest_refused_shared": 0.0,
+        "utility_discovery_unattacked": row["utility_discovery"],
+        "honest_kept_shared": _kept(row["utility_discovery"], row["utility_discovery"]),
     }

@@ -54,10 +54,13 @@ class DefenceStreams:
         self.defence = defence
         self.rng = rng
         self.source = as_source(rng)
-        if defence.name == "online-pmw":
+        if defence.is_pmw:
             if probability is None:
-                raise ValueError("online-pmw's streams need the prior's probability (per-probe histograms)")
-            self.pmw = PMWStreams(defence.pmw_params, runs, probability, self.source)
+                raise ValueError("Online PMW's streams need the prior's probability (per-probe histograms)")
+            # cohort-pmw: an account of its own per victim with its quota of fresh positives, which
+            # favours the attacker (the cohort's c caps what all accounts get together)
+            halt = defence.effective_quota if defence.name == "cohort-pmw" else None
+            self.pmw = PMWStreams(defence.pmw_params, runs, probability, self.source, halt_at=halt)
         elif defence.is_svt2:
             p = defence.svt2_params
             self.params = p
@@ -82,7 +85,7 @@ class DefenceStreams:
     ) -> tuple[NoisyRelease, np.ndarray]:
         """A :data:`FULL_OBSERVED` defence's release of one query for each of ``runs`` and the count
         each was compared with (``beta``; Online PMW's synthetic count, which needs ``rows, lo, hi``)."""
-        if self.defence.name == "online-pmw":
+        if self.defence.is_pmw:
             assert rows is not None and lo is not None and hi is not None
             return self.pmw.answer(runs, rows, lo, hi, alpha)
         release = self._answer_svt2(runs, alpha, beta)
@@ -92,8 +95,10 @@ class DefenceStreams:
     def answer(self, runs: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """Observations (``int8``: 1, 0, -1) of one query for each of ``runs`` (answers for the
         :data:`FULL_OBSERVED` defences, whose Online PMW needs :meth:`answer_full`)."""
-        if self.defence.name == "online-pmw":
-            raise ValueError("online-pmw answers through answer_full (its histograms need the ranges)")
+        if self.defence.is_pmw:
+            raise ValueError(
+                f"{self.defence.name} answers through answer_full (its histograms need the ranges)"
+            )
         if self.defence.name == "svt2-noisy":
             return self.answer_full(runs, alpha, beta)[0].answers
         if not self.defence.is_svt2:
@@ -160,7 +165,7 @@ def tracker_scores(
     streams = DefenceStreams(defence, runs, rng, prior.probability)
     full = defence.name in FULL_OBSERVED
     # only SVT² and the prior-only beacon look at the prior's expected count (most of a step's time)
-    uses_beta = defence.is_svt2 or defence.name in ("prior-only", "online-pmw")
+    uses_beta = defence.is_svt2 or defence.name in ("prior-only", "online-pmw", "cohort-pmw")
 
     def expected(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         if not uses_beta:

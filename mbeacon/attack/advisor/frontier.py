@@ -18,6 +18,7 @@ STYLE = {
     "svt2-margin": ("#2ca02c", "<", "SVT² with decision margins"),
     "svt2-noisy": ("#bcbd22", ">", "SVT² with a noisy release"),
     "online-pmw": ("#e377c2", "h", "Online PMW from the prior"),
+    "cohort-pmw": ("#d62728", "p", "Online PMW of the cohort"),
     "suppression": ("#ff7f0e", "s", "small-count suppression"),
     "prior-only": ("#7f7f7f", "P", "the prior alone"),
     "noisy-count": ("#9467bd", "^", "noisy count"),
