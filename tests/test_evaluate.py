@@ -74,9 +74,10 @@ def test_report_files_and_figures(tiny, tmp_path) -> None:
     page = write_report(rows, tmp_path, description=scenario.description)
     text = page.read_text()
     assert "## Headline" in text and "Is SVT² worth its cost?" in text
-    for figure in ("auc_vs_queries.png", "roc.png", "frontier.png"):
+    for figure in ("auc_vs_queries.png", "roc.png", "frontier.png", "provable_frontier.png"):
         assert (tmp_path / figure).stat().st_size > 20_000, figure
         assert f"({figure})" in text
+    assert "## What a cohort-level epsilon buys" in text  # the grid has cohort-pmw and the prior alone
     stored = json.loads((tmp_path / "results.json").read_text())["results"]
     assert len(stored) == len(rows) and set(stored[0]) == set(JSON_KEYS)
     assert len(pd.read_parquet(tmp_path / "results.parquet")) == len(rows)

@@ -36,6 +36,7 @@ import pandas as pd
 from mbeacon.attack.coalition import coalition_table
 from mbeacon.attack.defences import DEFENCES
 from mbeacon.attack.evaluate import public_row
+from mbeacon.attack.provable import TOLERANCE, frontier_plot, frontier_table, provable_frontier
 from mbeacon.attack.report_plots import auc_panels, frontier, frontier_by_threshold, roc
 from mbeacon.attack.report_selection import (
     TARGET_AUC,
@@ -329,6 +330,23 @@ def write_report(
             "coalition's epsilon (`mbeacon.privacy.tradeoff`).",
             "",
             pooled,
+        ]
+    last = [r for r in rows if r["queries"] == top]
+    provable = provable_frontier(last)
+    if provable:
+        n = next(int(r["n"]) for r in last if r["defence"] == "cohort-pmw")
+        frontier_plot({f"{n:,} patients": provable}, out_dir / "provable_frontier.png")
+        page += [
+            "",
+            "## What a cohort-level epsilon buys",
+            "",
+            "cohort-pmw's bound holds against any coalition of accounts, whatever it asks: per cohort "
+            "epsilon, the setting with the best discovery utility among those whose random-query utility "
+            f"is no worse than the public prior's alone (within {TOLERANCE}; `mbeacon.attack.provable`).",
+            "",
+            frontier_table(provable),
+            "",
+            "![provable AUC against discovery utility](provable_frontier.png)",
         ]
     if config:
         page += ["", "## Configuration", "", "```json", json.dumps(config, indent=1), "```"]
