@@ -94,12 +94,15 @@ class BoundaryModel:
 
 def boundary_model(defence: Defence, n: int, budget: int) -> BoundaryModel:
     """:class:`BoundaryModel` of a :data:`~mbeacon.attack.defences.FULL_OBSERVED` defence for a cohort
-    of ``n`` and ``budget`` queries per account: public parameters only (``P(TOP)`` is the defence's
+    of ``n`` and ``budget`` queries per account (``c``: the positives one account may spend, for
+    ``cohort-pmw`` its quota): public parameters only (``P(TOP)`` is the defence's
     per-query marginal over its secret threshold, the window compared with a count of 0, i.e. a prior
     that says "no")."""
     k = np.arange(n + 1, dtype=np.float64)
     p_top = np.asarray(defence.p_top(k, np.zeros_like(k)), dtype=np.float64)
-    return BoundaryModel(p_top, defence.release_scale, int(defence.c or 1), int(budget))
+    # the positives one account may spend: cohort-pmw's quota of the cohort's c, otherwise c
+    positives = defence.effective_quota if defence.name == "cohort-pmw" else int(defence.c or 1)
+    return BoundaryModel(p_top, defence.release_scale, int(positives), int(budget))
 
 
 @dataclass(frozen=True)
