@@ -93,7 +93,7 @@ def test_every_row_of_these_defences_is_scored_by_the_new_attackers(small) -> No
     assert set(FULL_OBSERVED) == {"svt2-noisy", "online-pmw", "cohort-pmw"}
 
 
-def _dmp_scenario(probes: int = 200, n: int = 100, seed: int = 0):
+def _dmp_scenario(probes: int = 200, n: int = 100, seed: int = 0, queries: int = 300):
     """Every probe a strong DMP: the cohort's population sits around 0.55-0.85 (sd 0.05), the general
     population's prior around 0.1-0.3. Victims: 100 members and 100 people of the same population."""
     from mbeacon.attack.scenario import build_scenario
@@ -111,32 +111,73 @@ def _dmp_scenario(probes: int = 200, n: int = 100, seed: int = 0):
         [(cohort + rng.normal(0, noise, cohort.shape)).T, (others + rng.normal(0, noise, others.shape)).T]
     )
     labels = np.r_[np.ones(n, bool), np.zeros(n, bool)]
-    return build_scenario(cohort, ids, victims, labels, prior, queries=300, noise_sd=noise)
+    return build_scenario(cohort, ids, victims, labels, prior, queries=queries, noise_sd=noise)
 
 
-def test_the_boundary_plan_asks_where_the_margin_is_just_reached() -> None:
-    """Each planned window holds about T + margin people of the pool (leave-one-out) and fewer than T
-    by the prior; the victim's own value is inside it."""
-    from mbeacon.attack.boundary import plan_boundary
+#: The review's setting: Online PMW at epsilon 10, c = 50, T = 1, margin 60, a third on the counts.
+PMW_MARGIN = SETTINGS[2]
+
+
+def test_the_boundary_model_aims_below_the_margin() -> None:
+    """From public parameters only: at T + margin a TOP is cheap but the window is mostly other people;
+    the count that tells the most over 1,000 queries is far below it, and still buys about c TOPs."""
+    from mbeacon.attack.boundary import boundary_model
+
+    model = boundary_model(PMW_MARGIN, N, 1000)
+    assert 15 <= model.target <= 35
+    at_margin = float(model.value(np.array(61 / N)))
+    assert float(model.value(np.array(model.target / N))) >= 2.0 * at_margin
+    assert 1000 * model.p_top[model.target] >= 0.8 * 50
+
+
+def test_the_boundary_plan_asks_where_the_window_tells_the_most() -> None:
+    """Each planned window holds about the model's target of the pool (leave-one-out) and fewer than T
+    by the prior; the victim's own value is inside it; probes come most telling first."""
+    from mbeacon.attack.boundary import boundary_model, plan_boundary
 
     scenario = _dmp_scenario(probes=60)
     assert scenario.profiles is not None and scenario.prior is not None
+    model = boundary_model(PMW_MARGIN, N, 1000)
     plan = plan_boundary(
-        scenario.profiles,
-        np.arange(60),
-        scenario.prior.probability,
-        n=100,
-        target=61.0,
-        below=1.0,
-        noise_sd=0.01,
+        scenario.profiles, np.arange(60), scenario.prior.probability, model=model, below=1.0, noise_sd=0.01
     )
     valid = plan.rows >= 0
     assert valid.sum(axis=1).min() >= 50
     assert np.all(plan.beta[valid] < 1.0)
-    assert np.median(np.abs(100 * plan.pi[valid] - 61.0)) <= 6.0
+    assert np.median(np.abs(N * plan.pi[valid] - model.target)) <= 6.0
     victim, column = np.nonzero(valid)
     x = scenario.profiles[victim, plan.rows[victim, column]]
     assert np.all((plan.lo[valid] <= x) & (x <= plan.hi[valid]))
+    value = np.where(valid, model.value(np.nan_to_num(plan.pi), np.nan_to_num(plan.miss)), 0.0)
+    assert np.all(np.diff(value, axis=1) <= 1e-12)
+
+
+def test_the_boundary_attacker_spends_the_positives_at_the_victims_windows() -> None:
+    """At the review's setting every account asks each window until a TOP and so spends (nearly) all c
+    positives within 1,000 queries, each at a window around its victim's value holding fewer than
+    T + margin of the pool; a released count is the window's count plus the release noise. Fixed seed; the
+    tolerances are several standard errors wide."""
+    from mbeacon.attack.tracker_eval import boundary_search
+
+    scenario = _dmp_scenario(queries=1000)
+    assert scenario.profiles is not None
+    defence = PMW_MARGIN.with_cohort(scenario.n)
+    search = boundary_search(scenario, defence, repetitions=1, rng=np.random.default_rng(3))
+    assert search is not None
+    log, plan = search.log(), search.plan
+    top = log["flag"] == TOP
+    positives = np.bincount(log["run"][top], minlength=scenario.victims)
+    assert positives.max() <= 50 and positives.mean() >= 0.85 * 50, np.percentile(positives, [5, 50])
+    assert search.asked.max() <= 1000
+    run, col = log["run"][top], log["column"][top]
+    x = scenario.profiles[run, plan.rows[run, col]]
+    assert np.all((plan.lo[run, col] <= x) & (x <= plan.hi[run, col]))
+    assert np.all(plan.beta[run, col] < 1.0)
+    # one TOP per window (Online PMW then answers it from the data)
+    assert np.unique(run * plan.rows.shape[1] + col).size == run.size
+    assert np.median(N * plan.pi[run, col]) < 1 + 60.0  # below T + margin: each TOP tells more
+    noise = log["count"][top] - N * plan.pi[run, col]
+    assert abs(float(np.mean(noise))) <= 6.0  # TOPs favour fuller windows, a few patients at most
 
 
 @pytest.mark.slow

@@ -4,31 +4,39 @@ A defence with a decision margin (Online PMW, ``svt2-noisy``) answers a range fr
 (or its synthetic distribution) unless the data clearly disagree, i.e. the cohort holds at least
 ``T + margin`` patients (give or take the noise) where the prior expects fewer than ``T``. The
 rarest-range attacker's ranges never do, so it only sees the rare TOPs the noise makes. This
-attacker asks where the test is *at its boundary*: at the cohort's DMPs, a range around the victim's
-value that the prior puts below ``T`` patients and that the cohort's population (the attacker's pool
-of profiles, as the ``pooled`` plan uses) fills with about ``T + margin``. There a TOP is a coin flip
-whose odds move with every patient in the range, the victim included, and each TOP releases a
-noisy count of the range. Per probe:
+attacker asks, at the cohort's DMPs, windows around the victim's value that the prior puts below
+``T`` patients and that the cohort's population (the attacker's pool of profiles, as the ``pooled``
+plan uses) fills with enough people for the query noise to push a TOP through now and then. Each
+TOP releases a noisy count of the window, which the victim moves by one.
 
-1. **plan** (:func:`plan_boundary`): for each victim and each probe where some window around the pool's
-   median holds many people and little prior mass, the window ``[x - w, x + w]`` around the victim's
-   value ``x`` (``w`` from :data:`WIDTHS`) whose expected count (pool, leave-one-out) is closest to
-   ``T + margin`` while the prior's expectation stays below ``T``; probes in order of that closeness;
-2. **ask** the window, then the same window widened by one grid cell at a time (a new question with,
-   almost surely, the same count and fresh query noise) until a TOP or :data:`REPEATS` asks, then the
-   next probe (after a TOP, Online PMW's synthetic distribution there has moved onto the data);
-3. **score** every answer with the exact per-query law of the whole response (flag, answer, released
-   count: :meth:`~mbeacon.attack.defences.Defence.observation_likelihood`), averaged over the
-   window's count: ``Bin(N, pi)`` for a non-member, ``1 + Bin(N - 1, pi)`` for a member
-   (``Bin(N - 1, pi)`` when the measurement noise or a missing value moved the member out of the
-   window), against the count the query was compared with.
+Which count to aim at follows from the defence's public parameters (:class:`BoundaryModel`): a
+window holding ``k`` of ``N`` patients gets a TOP with probability ``P(TOP | k)`` per ask, so the
+budget buys ``min(c, budget * P(TOP | k))`` released counts there, each telling the victim's shift
+``1 - miss - k/N`` apart with the noise ``2 b^2 + k (1 - k/N)`` (``b`` the release's scale). Near
+``T + margin`` TOPs are cheap but the window is mostly other people; near ``T`` a member moves the
+count by almost one but TOPs are too rare to spend ``c`` of them. Against Online PMW at epsilon 10,
+c = 50, T = 1, margin 60 and 1,000 queries the best is about 24 patients. Per victim:
 
-The per-query law is the marginal over the secret threshold (as every model here); the repeated asks at
-one probe share it and the count, which the marginal treats as independent. Integrating the threshold
-out over each whole stream instead (every TOP decision of a stream compares with the same threshold, so
-one patient more everywhere looks like a threshold one lower) moved the AUC by less than 0.002 on the
-default simulation at forty times the cost, so the marginal stays. Defined for the defences
-whose response carries the flag and a count (:data:`~mbeacon.attack.defences.FULL_OBSERVED`).
+1. **plan** (:func:`plan_boundary`): at each probe where some window around the pool's median holds
+   enough people and little prior mass, the window ``[x - w, x + w]`` around the victim's value ``x``
+   (``w`` from :data:`WIDTHS`) of highest :meth:`BoundaryModel.value` (the pool's count
+   leave-one-out, the member's chance ``miss`` to lie outside) among those whose prior expectation
+   stays below ``T``; probes in order of that value;
+2. **ask** the window, then the same window with one bound moved out one float32 step at a time (a new
+   question with, almost surely, the same count and fresh query noise) until a TOP, then the next
+   probe (after a TOP, Online PMW's synthetic distribution there has moved onto the data), until the
+   budget or the ``c`` positives are spent;
+3. **score** each window once: the exact law of its asks' whole responses (flags, answers, released
+   count: :meth:`~mbeacon.attack.defences.Defence.observation_likelihood`, multiplied over the asks,
+   which share the count), averaged over the window's count: ``Bin(N, pi)`` for a non-member,
+   ``1 + Bin(N - 1, pi)`` for a member (``Bin(N - 1, pi)`` when the measurement noise or a missing
+   value moved the member out of the window).
+
+The per-ask law is the marginal over the secret threshold (as every model here): every TOP decision
+of a stream compares with the same threshold, so one patient more in every window looks like a
+threshold one lower, and the flags alone cannot separate the two; the released counts can. Defined
+for the defences whose response carries the flag and a count
+(:data:`~mbeacon.attack.defences.FULL_OBSERVED`).
 """
 
 from __future__ import annotations
@@ -46,12 +54,55 @@ from mbeacon.privacy.svt2_noisy import NoisyRelease
 
 #: Half-widths of the windows tried around the victim's value.
 WIDTHS = (0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2)
-#: Asks per probe before moving on without a TOP.
-REPEATS = 6
-#: One grid cell of the store's float32 values: widening by it makes a new question, same count.
-STEP = 1.0 / 2**14
 #: Probes kept per victim (most telling first).
 PER_VICTIM = 300
+
+
+@dataclass(frozen=True)
+class BoundaryModel:
+    """What the attacker makes of the defence's public parameters: ``p_top[k]``, the chance that one
+    ask of a window holding ``k`` patients (``k = 0..n``) that the prior puts below ``T`` gets a TOP,
+    the released count's noise scale, the positives ``c`` and the query budget."""
+
+    p_top: np.ndarray
+    release_scale: float
+    c: int
+    budget: int
+
+    @property
+    def n(self) -> int:
+        return self.p_top.size - 1
+
+    def value(self, pi: np.ndarray, miss: np.ndarray | float = 0.0) -> np.ndarray:
+        """What a window of pooled share ``pi`` (a member outside it with probability ``miss``) tells
+        over the whole budget: the TOPs the budget buys there (at most ``c``) times the squared shift a
+        member makes in the window's count (``1 - miss - pi``) over the released count's variance
+        (the release noise's ``2 b^2`` plus the window's binomial spread)."""
+        pi = np.asarray(pi, dtype=np.float64)
+        count = self.n * pi
+        p = np.interp(count, np.arange(self.n + 1), self.p_top)
+        tops = np.minimum(self.c, self.budget * p)
+        shift = np.clip(1.0 - np.asarray(miss, dtype=np.float64) - pi, 0.0, None)
+        return tops * shift**2 / (2.0 * self.release_scale**2 + count * (1.0 - pi))
+
+    @property
+    def target(self) -> int:
+        """The expected count whose windows tell the most (:meth:`value` with no miss)."""
+        k = np.arange(self.n + 1)
+        return int(np.argmax(self.value(k / self.n)))
+
+
+def boundary_model(defence: Defence, n: int, budget: int) -> BoundaryModel:
+    """:class:`BoundaryModel` of a :data:`~mbeacon.attack.defences.FULL_OBSERVED` defence for a cohort
+    of ``n`` and ``budget`` queries per account (``c``: the positives one account may spend, for
+    ``cohort-pmw`` its quota): public parameters only (``P(TOP)`` is the defence's
+    per-query marginal over its secret threshold, the window compared with a count of 0, i.e. a prior
+    that says "no")."""
+    k = np.arange(n + 1, dtype=np.float64)
+    p_top = np.asarray(defence.p_top(k, np.zeros_like(k)), dtype=np.float64)
+    # the positives one account may spend: cohort-pmw's quota of the cohort's c, otherwise c
+    positives = defence.effective_quota if defence.name == "cohort-pmw" else int(defence.c or 1)
+    return BoundaryModel(p_top, defence.release_scale, int(positives), int(budget))
 
 
 @dataclass(frozen=True)
@@ -72,17 +123,18 @@ def plan_boundary(
     prior_rows: np.ndarray,
     probability: Probability,
     *,
-    n: int,
-    target: float,
+    model: BoundaryModel,
     below: float,
     noise_sd: float,
     missing: float = 0.0,
     per_victim: int = PER_VICTIM,
 ) -> BoundaryPlan:
-    """Windows whose pooled expected count is near ``target`` (``T + margin``) and whose prior expected
-    count is below ``below`` (``T``). ``profiles``: victims x probes, also the pool (leave-one-out)."""
+    """Per victim and probe the window of highest :meth:`BoundaryModel.value` among those whose prior
+    expected count is below ``below`` (``T``); probes in order of that value. ``profiles``: victims x
+    probes, also the pool (leave-one-out)."""
     values = np.asarray(profiles, dtype=np.float64)
     victims, probes = values.shape
+    n, target = model.n, model.target
     rows = np.asarray(prior_rows, dtype=np.int64)
     known = np.isfinite(values)
     size = known.sum(axis=0)
@@ -99,7 +151,7 @@ def plan_boundary(
         candidate |= usable & (prior_count < below) & (expected >= 0.5 * target)
     columns = np.flatnonzero(candidate)
     k = len(columns)
-    best = np.full((victims, k), np.inf)  # |expected - target| of the best window per victim and probe
+    best = np.zeros((victims, k))  # value of the best window per victim and probe (0: none)
     out = {name: np.full((victims, k), np.nan) for name in ("lo", "hi", "pi", "miss", "beta")}
     for j, c in enumerate(columns):
         x, pool = values[:, c], np.sort(values[known[:, c], c])
@@ -109,16 +161,15 @@ def plan_boundary(
             others = inside - np.isfinite(x)  # leave the victim out of its own estimate
             pi = (others + 0.5) / pool.size
             beta = n * np.nan_to_num(probability(np.full(victims, rows[c]), lo, hi), nan=np.inf)
-            gap = np.abs(n * pi - target)
-            better = np.isfinite(x) & (beta < below) & (gap < best[:, j])
-            best[:, j] = np.where(better, gap, best[:, j])
-            for name, value in (("lo", lo), ("hi", hi), ("pi", pi), ("beta", beta)):
-                out[name][:, j] = np.where(better, value, out[name][:, j])
             miss = min(1.0, 2.0 * float(ndtr(-w / max(noise_sd, 1e-9))) + missing)
-            out["miss"][:, j] = np.where(better, miss, out["miss"][:, j])
-    order = np.argsort(best, axis=1, kind="stable")[:, :per_victim]
+            value = model.value(pi, miss)
+            better = np.isfinite(x) & (beta < below) & (value > best[:, j])
+            best[:, j] = np.where(better, value, best[:, j])
+            for name, got in (("lo", lo), ("hi", hi), ("pi", pi), ("beta", beta), ("miss", miss)):
+                out[name][:, j] = np.where(better, got, out[name][:, j])
+    order = np.argsort(-best, axis=1, kind="stable")[:, :per_victim]
     chosen = np.take_along_axis(best, order, axis=1)
-    valid = np.isfinite(chosen)
+    valid = chosen > 0
     plan_rows = np.where(valid, rows[columns][order] if k else np.zeros_like(order), -1)
     taken = {name: np.where(valid, np.take_along_axis(a, order, axis=1), np.nan) for name, a in out.items()}
     return BoundaryPlan(plan_rows, taken["lo"], taken["hi"], taken["pi"], taken["miss"], taken["beta"])
@@ -140,10 +191,12 @@ def count_pmfs_with_miss(
 
 
 class BoundarySearch:
-    """The asking of :func:`plan_boundary`'s windows over ``runs`` accounts, one query per run per step."""
+    """The asking of :func:`plan_boundary`'s windows over ``runs`` accounts, one query per run per step:
+    each window until a TOP (or ``patience`` asks, if given), then the next."""
 
-    def __init__(self, plan: BoundaryPlan) -> None:
+    def __init__(self, plan: BoundaryPlan, patience: int | None = None) -> None:
         self.plan = plan
+        self.patience = patience
         runs = plan.rows.shape[0]
         self.index = np.zeros(runs, dtype=np.int64)
         self.repeat = np.zeros(runs, dtype=np.int64)
@@ -152,17 +205,23 @@ class BoundarySearch:
         self._log: list[tuple[np.ndarray, ...]] = []
 
     def queries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(runs, rows, lo, hi)`` of every active run's next question (widened by ``repeat`` cells)."""
+        """``(runs, rows, lo, hi)`` of every active run's next question: the window with one bound moved
+        out by ``repeat`` float32 steps (a new question; the store's float32 values it holds stay the
+        same unless one lies within those few steps)."""
         runs = np.flatnonzero(~self.done)
         col = self.index[runs]
         lo, hi = self.plan.lo[runs, col], self.plan.hi[runs, col]
-        widen = self.repeat[runs] * STEP
-        up = hi + widen <= 1.0
-        return runs, self.plan.rows[runs, col], np.where(up, lo, lo - widen), np.where(up, hi + widen, hi)
+        repeat = self.repeat[runs]
+        up_step = np.spacing(hi.astype(np.float32)).astype(np.float64)
+        down_step = np.spacing(lo.astype(np.float32)).astype(np.float64)
+        up = hi + repeat * up_step <= 1.0
+        new_lo = np.where(up, lo, lo - repeat * down_step)
+        new_hi = np.where(up, hi + repeat * up_step, hi)
+        return runs, self.plan.rows[runs, col], new_lo, new_hi
 
     def update(self, runs: np.ndarray, release: NoisyRelease, compared: np.ndarray) -> None:
-        """Record the answers and move each run on: a TOP or :data:`REPEATS` asks end a probe; a
-        refused answer (budget spent) ends the run."""
+        """Record the answers and move each run on: a TOP (or ``patience`` asks) ends a probe; a
+        refused answer (positives spent) ends the run."""
         col = self.index[runs]
         answered = release.flags >= 0
         self._log.append(
@@ -170,7 +229,9 @@ class BoundarySearch:
         )
         self.asked[runs] += 1
         self.repeat[runs] += 1
-        move = (release.flags == 1) | (self.repeat[runs] >= REPEATS)
+        move = release.flags == 1
+        if self.patience is not None:
+            move |= self.repeat[runs] >= self.patience
         self.index[runs] += move
         self.repeat[runs] = np.where(move, 0, self.repeat[runs])
         width = self.plan.rows.shape[1]
@@ -178,21 +239,38 @@ class BoundarySearch:
         finished = ~answered | (self.index[runs] >= width) | (self.plan.rows[runs, at] < 0)
         self.done[runs] |= finished
 
+    def log(self) -> dict[str, np.ndarray]:
+        """Every answered ask: ``run``, ``step`` (0-based), ``column`` (into the plan), ``flag``,
+        ``answer``, ``count`` (released) and ``compared`` (the count the defence compared with)."""
+        names = ("run", "step", "column", "flag", "answer", "count", "compared")
+        if not self._log:
+            return {name: np.zeros(0) for name in names}
+        parts = [np.concatenate(p) for p in zip(*self._log, strict=True)]
+        answered = parts[3] >= 0
+        return {name: part[answered] for name, part in zip(names, parts, strict=True)}
+
     def scores(self, defence: Defence, n: int, queries: int) -> np.ndarray:
-        """Cumulative log-likelihood ratios, runs x queries."""
-        runs = self.plan.rows.shape[0]
+        """Cumulative log-likelihood ratios, runs x queries: one per window asked, its asks' joint law
+        (:meth:`~mbeacon.attack.defences.Defence.observation_likelihood` multiplied over them, since
+        they share the window's count) averaged over the count, at the step of its last ask."""
+        runs, width = self.plan.rows.shape
         if not self._log:
             return np.zeros((runs, queries))
         run, step, col, flags, answers, counts, compared = (
             np.concatenate(p) for p in zip(*self._log, strict=True)
         )
-        asked = flags >= 0
-        out = np.zeros(run.size)
-        for start in range(0, int(asked.sum()), 5000):
-            i = np.flatnonzero(asked)[start : start + 5000]
-            k, member, non = count_pmfs_with_miss(
-                self.plan.pi[run[i], col[i]], self.plan.miss[run[i], col[i]], n
-            )
+        asked = np.flatnonzero(flags >= 0)
+        run, step, col, flags, answers, counts, compared = (
+            a[asked] for a in (run, step, col, flags, answers, counts, compared)
+        )
+        if run.size == 0:
+            return np.zeros((runs, queries))
+        window = np.unique(run * (width + 1) + col, return_inverse=True)[1].reshape(-1)
+        windows = int(window.max()) + 1
+        k = np.arange(n + 1, dtype=np.float64)
+        log_lik = np.zeros((windows, n + 1))
+        for start in range(0, run.size, 5000):
+            i = np.arange(start, min(start + 5000, run.size))
             lik = defence.observation_likelihood(
                 k[None, :],
                 compared[i, None],
@@ -201,9 +279,17 @@ class BoundarySearch:
                 counts[i, None],
                 use_counts=True,
             )
-            p_member = np.einsum("ij,ij->i", member, lik)
-            p_non = np.einsum("ij,ij->i", non, lik)
-            out[i] = np.log(np.maximum(p_member, 1e-300)) - np.log(np.maximum(p_non, 1e-300))
-        empty = np.zeros(run.size)
-        tests = Differences(run, step, col, empty, empty, empty, flags)
+            np.add.at(log_lik, window[i], np.log(np.maximum(lik, 1e-300)))
+        last = np.zeros(windows, dtype=np.int64)
+        np.maximum.at(last, window, step)
+        w_run, w_col = np.zeros(windows, dtype=np.int64), np.zeros(windows, dtype=np.int64)
+        w_run[window], w_col[window] = run, col
+        _, member, non = count_pmfs_with_miss(self.plan.pi[w_run, w_col], self.plan.miss[w_run, w_col], n)
+        top = log_lik.max(axis=1, keepdims=True)
+        scaled = np.exp(log_lik - top)
+        p_member = np.einsum("ij,ij->i", member, scaled)
+        p_non = np.einsum("ij,ij->i", non, scaled)
+        out = np.log(np.maximum(p_member, 1e-300)) - np.log(np.maximum(p_non, 1e-300))
+        empty = np.zeros(windows)
+        tests = Differences(w_run, last, w_col, empty, empty, empty, np.ones(windows, dtype=np.int8))
         return accumulate(tests, out, runs, queries)

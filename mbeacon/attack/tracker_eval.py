@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from mbeacon.attack.boundary import BoundaryPlan, BoundarySearch, plan_boundary
+from mbeacon.attack.boundary import BoundaryPlan, BoundarySearch, boundary_model, plan_boundary
 from mbeacon.attack.defences import FULL_OBSERVED, Defence
 from mbeacon.attack.lrt import release_log_ratios
 from mbeacon.attack.pmw_state import PMWStreams, Probability
@@ -206,33 +206,30 @@ def tracker_scores(
     return scores.reshape(repetitions, scenario.victims, budget), search.asked.reshape(repetitions, -1)
 
 
-def boundary_scores(
+def boundary_search(
     scenario: Scenario, defence: Defence, *, repetitions: int, rng: np.random.Generator
-) -> np.ndarray | None:
-    """The boundary attacker (:mod:`mbeacon.attack.boundary`) against ``defence``: cumulative scores
-    ``repetitions x victims x queries``, or None where it does not apply (a defence whose response
-    carries no flag and count, or a scenario without the victims' profiles)."""
+) -> BoundarySearch | None:
+    """The boundary attacker's asking (:mod:`mbeacon.attack.boundary`) against ``defence`` through
+    ``repetitions x victims`` accounts of its own, or None where it does not apply (a defence whose
+    response carries no flag and count, or a scenario without the victims' profiles)."""
     if defence.name not in FULL_OBSERVED or scenario.profiles is None or scenario.prior is None:
         return None
     assert scenario.cohort is not None and scenario.cohort_rows is not None
     cohort, cohort_rows, prior, n = scenario.cohort, scenario.cohort_rows, scenario.prior, scenario.n
     rows_of_column = np.full(cohort.shape[0], -1, dtype=np.int64)
     rows_of_column[cohort_rows[cohort_rows >= 0]] = np.flatnonzero(cohort_rows >= 0)
-    margin = float(defence.margin or 0.0)
     plan = plan_boundary(
         scenario.profiles,
         rows_of_column,
         prior.probability,
-        n=n,
-        target=defence.threshold + margin,
+        model=boundary_model(defence, n, scenario.queries),
         below=defence.threshold,
         noise_sd=float(scenario.noise_sd or 0.0),
         missing=scenario.missing,
     )
     tiled = BoundaryPlan(*(np.tile(a, (repetitions, 1)) for a in dataclasses.astuple(plan)))
-    runs = tiled.rows.shape[0]
     search = BoundarySearch(tiled)
-    streams = DefenceStreams(defence, runs, rng, prior.probability)
+    streams = DefenceStreams(defence, tiled.rows.shape[0], rng, prior.probability)
     for _ in range(scenario.queries):
         who, rows, lo, hi = search.queries()
         if who.size == 0:
@@ -243,5 +240,16 @@ def boundary_scores(
         beta = n * np.nan_to_num(prior.probability(rows, lo, hi))
         release, compared = streams.answer_full(who, alpha, beta, rows, lo, hi)
         search.update(who, release, compared)
-    scores = search.scores(defence, n, scenario.queries)
+    return search
+
+
+def boundary_scores(
+    scenario: Scenario, defence: Defence, *, repetitions: int, rng: np.random.Generator
+) -> np.ndarray | None:
+    """The boundary attacker's cumulative scores ``repetitions x victims x queries`` against
+    ``defence`` (:func:`boundary_search`), or None where it does not apply."""
+    search = boundary_search(scenario, defence, repetitions=repetitions, rng=rng)
+    if search is None:
+        return None
+    scores = search.scores(defence, scenario.n, scenario.queries)
     return scores.reshape(repetitions, scenario.victims, scenario.queries)
