@@ -53,3 +53,24 @@ def test_the_table_and_the_figure(tmp_path) -> None:
     assert frontier_table([]) == ""
     frontier_plot({"100 patients": points}, tmp_path / "f.png")
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_command_draws_several_cohorts_and_prints_their_tables(tmp_path, capsys) -> None:
+    import json
+
+    from mbeacon.attack.provable import main
+
+    paths = []
+    for n in (100, 1000):
+        rows = [{**r, "n": n if r["defence"] == "cohort-pmw" else None, "queries": 10} for r in ROWS]
+        paths.append(tmp_path / f"{n}.json")
+        paths[-1].write_text(json.dumps({"results": rows}))
+    assert main([*map(str, paths), "--out", str(tmp_path / "both.png")]) == 0
+    out = capsys.readouterr().out
+    assert "100 patients" in out and "1,000 patients" in out and "keeps up" in out
+    assert (tmp_path / "both.png").stat().st_size > 10_000
+    mixed = [{**ROWS[1], "n": 100, "queries": 10}, {**ROWS[2], "n": 1000, "queries": 10}]
+    paths[0].write_text(json.dumps({"results": mixed}))
+    with pytest.raises(SystemExit):
+        main([str(paths[0]), "--out", str(tmp_path / "x.png")])
+    assert "one cohort size" in capsys.readouterr().err

@@ -38,6 +38,8 @@ JSON_KEYS = (
     "query_cap",
     "margin",
     "release_share",
+    "quota",
+    "n",
     "queries",
     "attacker",
     "auc",

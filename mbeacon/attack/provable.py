@@ -132,3 +132,33 @@ def frontier_plot(by_cohort: dict[str, list[dict]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mbeacon.attack.provable RESULTS.json... --out FIGURE.png``: the frontier of several
+    evaluations (one per cohort size, each ``mbeacon attack evaluate``'s ``results.json``) in one
+    figure, and each one's table on stdout."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m mbeacon.attack.provable", description=main.__doc__)
+    parser.add_argument("results", nargs="+", type=Path, help="an evaluation's results.json")
+    parser.add_argument("--out", type=Path, required=True, help="the figure to write (PNG)")
+    args = parser.parse_args(argv)
+    by_cohort = {}
+    for path in args.results:
+        rows = json.loads(path.read_text(encoding="utf-8"))["results"]
+        sizes = {r.get("n") for r in rows if r.get("defence") == "cohort-pmw"}
+        if len(sizes) != 1:
+            parser.error(f"{path}: needs cohort-pmw rows of one cohort size, found {sorted(map(str, sizes))}")
+        name = f"{sizes.pop():,} patients"
+        by_cohort[name] = provable_frontier(
+            [r for r in rows if r["queries"] == max(x["queries"] for x in rows)]
+        )
+        print(f"{name} ({path}):\n\n{frontier_table(by_cohort[name])}\n")
+    frontier_plot(by_cohort, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
