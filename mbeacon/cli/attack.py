@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -206,6 +207,45 @@ def _answers_line(result: LiveResult) -> str:
     )
 
 
+def _coalition_line(coalition: dict) -> str:
+    bound = coalition["bound"]
+    limit = (
+        "no provable bound (no DP guarantee)"
+        if bound is None
+        else f"provable bound at eps = {bound['epsilon']:g}: AUC {bound['maxAuc']:.3f}, "
+        f"TPR at 1% FPR {bound['maxTprAt1PctFpr']:.3f}"
+    )
+    return (
+        f"coalition of {coalition['keys']} key{'s' if coalition['keys'] != 1 else ''} "
+        f"(pooled reconstruction, {coalition['rows']} answers): AUC {coalition['auc']:.3f}, "
+        f"TPR at 0.1% FPR {coalition['tpr_at_0_1pct_fpr']:.3f}, "
+        f"at 1% FPR {coalition['tpr_at_1pct_fpr']:.3f}; {limit}"
+    )
+
+
+def _keys(given: tuple[str, ...], path: Path | None) -> list[str]:
+    """The keys of ``--key`` (repeated, or ``MBEACON_KEY``) and ``--keys FILE``, each once, in order.
+    Never echoed: a bad file is named by its line number only."""
+    keys = [k.strip() for k in given if k.strip()]
+    if path is not None:
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise click.BadParameter(
+                f"cannot read {path}: {type(error).__name__}", param_hint="--keys"
+            ) from None
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            if len(text.split()) != 1:
+                raise click.BadParameter(f"{path}, line {number}: one key a line", param_hint="--keys")
+            keys.append(text)
+    if not keys:
+        raise click.UsageError("give a researcher's key: --key KEY (or MBEACON_KEY) or --keys FILE")
+    return list(dict.fromkeys(keys))
+
+
 @attack.command()
 @click.option(
     "--url",
@@ -216,10 +256,19 @@ def _answers_line(result: LiveResult) -> str:
 )
 @click.option(
     "--key",
-    required=True,
+    "key",
+    multiple=True,
     envvar="MBEACON_KEY",
     show_envvar=True,
-    help="A researcher's API key (the variable keeps it out of shell history).",
+    help="A researcher's API key (the variable keeps it out of shell history); repeat it for a coalition "
+    "of keys: profiles round-robin over the keys.",
+)
+@click.option(
+    "--keys",
+    "keys_path",
+    type=_FILE,
+    default=None,
+    help="A file of API keys, one a line (blank lines and # comments skipped), added to --key.",
 )
 @click.option(
     "--victims",
@@ -325,7 +374,8 @@ def _answers_line(result: LiveResult) -> str:
 @needs_extra("attack")
 def live(
     url: str,
-    key: str,
+    key: tuple[str, ...],
+    keys_path: Path | None,
     victims_path: Path,
     nonmembers_path: Path | None,
     dataset: str | None,
@@ -351,6 +401,10 @@ def live(
     queries. Against an SVT² dataset one key has one budget: once it is spent the remaining queries
     go unanswered (counted as refused or not asked). With --attacker tracker the queries are
     adaptive: each profile's next range depends on its answers so far.
+
+    Several keys (--key repeated, --keys FILE) form a coalition: profiles are asked round-robin over
+    the keys, and where the answers carry counts (none; svt2-noisy, online-pmw, cohort-pmw with a
+    CONTROLLED key) every key's answers are pooled into one reconstruction of the cohort.
     """
     from mbeacon.attack.live import (
         BeaconClient,
@@ -365,6 +419,7 @@ def live(
 
     console = Console(stderr=as_json)
     errors = Console(stderr=True)
+    keys = _keys(key, keys_path)
     prior = _load_prior(prior_ref, prior_table)
     if strategy == "prior" and prior is None:
         raise click.UsageError("--strategy prior needs the public prior (--prior or --prior-table)")
@@ -398,22 +453,33 @@ def live(
             bar.update(task, description=f"{reason}: waiting {seconds:.0f} s")
 
         try:
-            with BeaconClient(url, key, timeout=timeout, retries=retries, on_wait=wait) as client:
+            with ExitStack() as stack:
+                clients = [
+                    stack.enter_context(BeaconClient(url, k, timeout=timeout, retries=retries, on_wait=wait))
+                    for k in keys
+                ]
                 result = run_live_attack(
-                    client, profiles, settings, prior=prior, pool=pool, on_start=start, on_progress=advance
+                    clients, profiles, settings, prior=prior, pool=pool, on_start=start, on_progress=advance
                 )
         except LiveAttackError as error:
-            raise click.ClickException(str(error)) from None
+            message = str(error)
+            for k in keys:  # belt and braces: no message shows a key
+                message = message.replace(k, "<key>")
+            raise click.ClickException(message) from None
     paths = write_outputs(result, out_dir)
     params = result.params
     console.print(
         f"[bold]{params.id}[/bold] at {result.url}: {result.defence.label}, N = {params.patients}; "
         f"{int(result.profiles.labels.sum())} victims, {int((~result.profiles.labels).sum())} non-members, "
-        f"{result.queries} queries each ({result.attacker} attacker)",
+        f"{result.queries} queries each ({result.attacker} attacker"
+        + ("" if result.keys == 1 else f", {result.keys} keys")
+        + ")",
         soft_wrap=True,
     )
     console.print(_table(result))
     console.print(_answers_line(result), soft_wrap=True)
+    if result.coalition is not None:
+        console.print(_coalition_line(result.coalition), soft_wrap=True)
     for warning in result.warnings:
         errors.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     console.print("wrote " + ", ".join(f"[bold]{p}[/bold]" for p in paths.values()), soft_wrap=True)

@@ -6,20 +6,22 @@ running beacon instead, with a researcher's key, exactly as an attacker would:
 1. read the dataset's public parameters (``GET /api/datasets``: cohort size N, mechanism, epsilon,
    c, threshold T, variant; ``GET /api/budget``: the same parameters as frozen in the key's own
    account) and build the matching :class:`~mbeacon.attack.defences.Defence`, the attacker's model
-   of what an answer means;
+   of what an answer means (with several keys, every key's account: they must agree);
 2. plan every profile's queries (:func:`~mbeacon.attack.planning.plan_queries`): by default the
    ``pooled`` strategy, leave-one-out over all the profiles given (victims and non-members), so the
    plan carries no label;
 3. ask each profile's queries in batch POSTs (``query.requestParameters`` a list of at most the
    server's ``max_batch``), in a shuffled order of profiles so that a budget that runs out part-way
-   leaves victims and non-members unanswered alike;
+   leaves victims and non-members unanswered alike; with several keys, profile ``r`` of that order
+   asks through key ``r mod K``;
 4. turn each answer into an observation (:func:`observation`): for ``none`` the answer itself, for
    SVT² the flag ``answeredFrom == "data"``; refused, exhausted or missing answers carry no
    information (-1);
 5. score with :func:`~mbeacon.attack.lrt.observation_probabilities` and
    :func:`~mbeacon.attack.lrt.lrt_scores`; with non-members, AUC and TPR at 1% FPR by number of
    queries (victims count as members: the evaluation setting, where ``--victims`` holds the cohort's
-   members).
+   members); with non-members and answers that carry counts, every key's answers pooled into one
+   reconstruction of the cohort (:mod:`.coalition`).
 
 **Without the public prior.** The planner needs the prior's mass ``prior_pi`` of each range (to
 break ties and, for SVT², for ``beta = N * prior_pi``). Without ``--prior`` the attacker stands in
@@ -48,6 +50,8 @@ The package, one module per job (in dependency order):
 * :mod:`.client`: the HTTP client (:class:`BeaconClient`): rate limits, retries, the budget's 429;
 * :mod:`.questions`: the plan of every profile (:func:`plan_live`) and the asking (:func:`ask_all`);
 * :mod:`.scoring`: the attacker's ``beta``, the likelihood-ratio scores and the metrics by queries;
+* :mod:`.coalition`: a coalition of keys' answers pooled into one reconstruction of the cohort
+  (:func:`coalition_summary`);
 * :mod:`.attack`: :func:`run_live_attack`, the whole attack, and its :class:`LiveResult`;
 * :mod:`.outputs`: the scores, metrics and ROC plot written out (:func:`write_outputs`).
 """
@@ -63,6 +67,7 @@ from mbeacon.attack.live.client import (
     is_budget_exhausted,
     retry_after_seconds,
 )
+from mbeacon.attack.live.coalition import coalition_summary, pooled_rows, pooled_targets, pools_counts
 from mbeacon.attack.live.errors import BatchTooLarge, BeaconBudgetRefused, LiveAttackError
 from mbeacon.attack.live.outputs import plot_roc, write_outputs
 from mbeacon.attack.live.parameters import (
@@ -101,6 +106,7 @@ __all__ = [
     "attacker_beta",
     "checkpoints",
     "choose_dataset",
+    "coalition_summary",
     "empirical_p_values",
     "error_message",
     "find_max_batch",
@@ -111,6 +117,9 @@ __all__ = [
     "parse_datasets",
     "plan_live",
     "plot_roc",
+    "pooled_rows",
+    "pooled_targets",
+    "pools_counts",
     "prior_agreement",
     "read_parameters",
     "read_profiles",

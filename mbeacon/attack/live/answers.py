@@ -3,12 +3,15 @@
 An observation is 1, 0 or -1 (no information about the cohort); for SVT² an answer also reveals the
 prior's side of the threshold, which lets an attacker without the public prior correct its ``beta``.
 
-For the mechanisms whose flag the answer does not determine (``svt2-noisy``, ``online-pmw``) the
+For the mechanisms whose flag the answer does not determine (``svt2-noisy``, ``online-pmw``,
+``cohort-pmw``) the
 observation is the answer, and the batch also keeps the whole response: the flag (``answeredFrom =
 data``: a TOP), the answer and, when the server returned count granularity (a CONTROLLED key), the
 released count (``resultsCount``: the noisy count of a TOP, the public prior or synthetic count of a
 BOT). Online PMW's BOTs are answered from the key's synthetic distribution (``answeredFrom`` ``prior``
-or ``synthetic``); either reveals which side of T that distribution puts the range on.
+or ``synthetic``; ``cohort-pmw``'s is the cohort's); either reveals which side of T that distribution
+puts the range on. Past a key's quota ``cohort-pmw`` answers from the synthetic state with
+``budgetExhausted``: no information, as any spent budget's answer.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 #: Mechanisms whose observation is SVT²'s flag (a TOP flips the prior's answer).
 FLAGGED = ("svt2", "svt2-margin")
 #: Mechanisms whose TOP answers from a noisy count: the flag and the answer are both observed.
-NOISY_RELEASE = ("svt2-noisy", "online-pmw")
+NOISY_RELEASE = ("svt2-noisy", "online-pmw", "cohort-pmw")
 #: ``answeredFrom`` values of a BOT (Online PMW may name its synthetic distribution).
 FROM_PRIOR = ("prior", "synthetic")
 

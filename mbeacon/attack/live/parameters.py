@@ -13,14 +13,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mbeacon.attack.defences import Defence
+from mbeacon.attack.defences import PMW, Defence
 from mbeacon.attack.live.errors import LiveAttackError
 from mbeacon.privacy.svt2 import svt2_allocate
 
 #: The Beacon v2 default batch limit, used when the server publishes none.
 DEFAULT_MAX_BATCH = 1000
 #: The sanitisers built on SVT² the live attack models (:meth:`DatasetParams.defence`).
-SANITISERS = ("svt2-margin", "svt2-noisy", "online-pmw")
+SANITISERS = ("svt2-margin", "svt2-noisy", *PMW)
 #: Every mechanism the live attack models.
 LIVE_MECHANISMS = ("none", "svt2", *SANITISERS)
 
@@ -45,6 +45,8 @@ class DatasetParams:
     margin_below: float = 0.0
     epsilon3: float = 0.0
     sensitivity: float = 1.0
+    #: ``cohort-pmw``: the most of the cohort's ``c`` positives one key may spend (None: not published).
+    quota: int | None = None
 
     def defence(self) -> Defence:
         """The attacker's model of this dataset's answers (the same model the evaluation uses).
@@ -68,9 +70,10 @@ class DatasetParams:
                     margin=self.margin_above,
                 )  # fmt: skip
             share = self.epsilon3 / self.epsilon
+            quota = self.quota if self.mechanism == "cohort-pmw" else None
             return Defence(
                 self.mechanism, threshold=self.threshold, epsilon=self.epsilon, c=self.c,
-                margin=self.margin_above, release_share=share,
+                margin=self.margin_above, release_share=share, quota=quota,
             ).with_cohort(self.patients)  # fmt: skip
         modelled = ", ".join(repr(m) for m in LIVE_MECHANISMS)
         raise LiveAttackError(
@@ -92,6 +95,8 @@ class DatasetParams:
             why = f"epsilon3 = {self.epsilon3:g} (the noisy release needs 0 < epsilon3 < epsilon)"
         elif self.mechanism != "svt2-margin" and self.count_epsilon > 0:
             why = "count_epsilon > 0 (its TOPs release their own noisy count)"
+        elif self.mechanism == "cohort-pmw" and not (self.quota and 1 <= self.quota <= self.c):
+            why = f"a quota of {self.quota} (the model needs the published quota, 1 to c = {self.c})"
         if why is not None:
             raise LiveAttackError(
                 f"dataset {self.id!r}: the live attack's model of {self.mechanism!r} does not cover {why}; "
@@ -127,6 +132,7 @@ class DatasetParams:
             "marginAbove": self.margin_above,
             "marginBelow": self.margin_below,
             "epsilon3": self.epsilon3,
+            "quota": self.quota,
         }
 
 
@@ -162,10 +168,16 @@ def parse_datasets(body: Any) -> list[DatasetParams]:
                 epsilon1=privacy.get("epsilon1"),
                 epsilon2=privacy.get("epsilon2"),
                 on_exhausted=str(privacy.get("onExhausted", "refuse")),
+                quota=_quota(privacy.get("quota"), name),
                 **_sanitiser_fields(privacy, name),
             )
         )
     return out
+
+
+def _quota(value: Any, name: str) -> int | None:
+    """``cohort-pmw``'s published quota (None or 0 where the mechanism has none)."""
+    return None if value is None or value == 0 else _number(value, f"{name}: quota", int)
 
 
 def _sanitiser_fields(privacy: dict, name: str) -> dict[str, float]:
@@ -175,7 +187,7 @@ def _sanitiser_fields(privacy: dict, name: str) -> dict[str, float]:
     share, epsilon = privacy.get("releaseShare", 0.0), privacy.get("epsilon", 0.0)
     if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (share, epsilon)):
         share = epsilon = 0.0
-    if privacy.get("mechanism") == "online-pmw" and margin is not None:  # its one margin; the SVT² pair is 0
+    if privacy.get("mechanism") in PMW and margin is not None:  # its one margin; the SVT² pair is 0
         above = below = margin
     else:
         above = privacy.get("marginAbove", 0.0 if margin is None else margin)
@@ -192,7 +204,8 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
     """``params`` with the key's own account parameters from ``GET /api/budget``, when it publishes them.
 
     Why: an account keeps the parameters it was opened with, so for a key that has queried before
-    they can differ from the dataset's current policy (``/api/datasets``).
+    they can differ from the dataset's current policy (``/api/datasets``). For ``cohort-pmw`` the
+    account's ``positivesTotal`` is the key's quota; the cohort's ``c`` is its ``cohort`` budget's.
     """
     try:
         account = budgets["response"]["budgets"][params.id]
@@ -206,13 +219,20 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         ok = isinstance(value, int | float | str) and not isinstance(value, bool)
         return kind(value) if ok else current
 
-    pmw = pick("mechanism", params.mechanism, str) == "online-pmw"  # one margin; the SVT² pair is 0
+    mechanism = pick("mechanism", params.mechanism, str)
+    pmw = mechanism in PMW  # one margin; the SVT² pair is 0
+    cohort = account.get("cohort") if isinstance(account.get("cohort"), dict) else {}
+    if mechanism == "cohort-pmw":  # the key's account holds its quota; the cohort holds c
+        c = _whole(cohort.get("positivesTotal"), params.c)
+        quota = _whole(account.get("quota"), _whole(account.get("positivesTotal"), params.quota))
+    else:
+        c, quota = pick("positivesTotal", params.c, int), params.quota
     return DatasetParams(
         id=params.id,
         patients=params.patients,
-        mechanism=pick("mechanism", params.mechanism, str),
+        mechanism=mechanism,
         epsilon=pick("epsilonTotal", params.epsilon, float),
-        c=pick("positivesTotal", params.c, int),
+        c=c,
         threshold=pick("threshold", params.threshold, int),
         variant=pick("variant", params.variant, str),
         count_epsilon=pick("countEpsilon", params.count_epsilon, float),
@@ -228,7 +248,14 @@ def with_account(params: DatasetParams, budgets: Any) -> DatasetParams:
         else pick("marginBelow", params.margin_below, float),
         epsilon3=pick("epsilon3", params.epsilon3, float),
         sensitivity=pick("sensitivity", params.sensitivity, float),
+        quota=quota,
     )
+
+
+def _whole(value: Any, current: Any) -> Any:
+    """``value`` as a whole number when it is one (not a bool), else ``current``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and int(value) == value and value > 0
+    return int(value) if ok else current
 
 
 def choose_dataset(datasets: Sequence[DatasetParams], wanted: str | None) -> DatasetParams:

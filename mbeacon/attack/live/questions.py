@@ -5,7 +5,7 @@ Asking stops when the key's budget runs out; a batch the server finds too large 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +50,8 @@ class LiveAnswers:
     flags: np.ndarray | None = None
     yes: np.ndarray | None = None
     released: np.ndarray | None = None
+    #: How many of the keys ran out of budget (``exhausted``: at least one).
+    keys_exhausted: int = 0
 
     @classmethod
     def empty(cls, shape: tuple[int, int]) -> LiveAnswers:
@@ -138,7 +140,7 @@ def _chunks(columns: np.ndarray, size: int) -> Iterator[np.ndarray]:
 
 
 def ask_all(
-    client: BeaconClient,
+    clients: BeaconClient | Sequence[BeaconClient],
     params: DatasetParams,
     plan: QueryPlan,
     askable: np.ndarray,
@@ -150,19 +152,24 @@ def ask_all(
 ) -> LiveAnswers:
     """Ask every profile's queries, one profile after another in ``order``, in batches of ``max_batch``.
 
-    Stops asking when the account is exhausted (a refused answer, an answer from the prior flagged
-    ``budgetExhausted``, or a 429 for the budget): later answers could say nothing about the data.
-    A batch the server finds too large is split and the smaller size kept.
+    With several keys (``clients``), the ``r``-th profile in ``order`` asks through key ``r mod K``
+    (round-robin). A key stops asking when its account is exhausted (a refused answer, an answer from
+    the prior or the synthetic state flagged ``budgetExhausted``, or a 429 for the budget): its later
+    answers could say nothing about the data; its remaining profiles stay unasked, the other keys go
+    on. A batch the server finds too large is split and the smaller size kept.
     """
+    keys = [clients] if isinstance(clients, BeaconClient) else list(clients)
     answers = LiveAnswers.empty(plan.shape)
+    spent = np.zeros(len(keys), dtype=bool)
     batch = max(1, int(max_batch))
-    for person in order:
+    for rank, person in enumerate(order):
+        key = rank % len(keys)
         columns = np.flatnonzero(askable[person])
         pending = list(_chunks(columns, batch))
-        while pending and not answers.exhausted:
+        while pending and not spent[key]:
             chunk = pending.pop(0)
             try:
-                body = client.ask(
+                body = keys[key].ask(
                     request_parameters(plan, prior, params.id, int(person), chunk), granularity(params)
                 )
             except BatchTooLarge as error:
@@ -172,11 +179,14 @@ def ask_all(
                 pending = [*_chunks(chunk, batch), *pending]
                 continue
             except BeaconBudgetRefused:
-                answers.exhausted = True
+                spent[key] = True
                 break
             got = parse_answers(body, chunk.size, params.id, params.mechanism)
             answers.store((person, chunk), got)
+            spent[key] = spent[key] or got.exhausted
         if on_progress is not None:
             on_progress(int(columns.size))
     answers.max_batch = batch
+    answers.exhausted = bool(spent.any())
+    answers.keys_exhausted = int(spent.sum())
     return answers

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mbeacon.attack.defences import Defence
+from mbeacon.attack.defences import PMW, Defence
 from mbeacon.attack.live.parameters import DatasetParams
 from mbeacon.attack.lrt import lrt_scores, observation_probabilities, release_log_ratios
 from mbeacon.attack.metrics import auc, tpr_at_fpr
@@ -36,9 +36,10 @@ def attacker_beta(
 
 def trusts_prior(params: DatasetParams, public: bool) -> bool:
     """Whether ``beta`` is the public prior's as it stands: not for Online PMW, whose BOTs compare
-    with the key's synthetic distribution (moved by earlier TOPs at the probe, other profiles'
-    included); its answers reveal the side, which :func:`attacker_beta` then follows."""
-    return public and params.mechanism != "online-pmw"
+    with the key's (``cohort-pmw``: the cohort's) synthetic distribution, moved by earlier TOPs at the
+    probe, other profiles' and other keys' included; its answers reveal the side, which
+    :func:`attacker_beta` then follows."""
+    return public and params.mechanism not in PMW
 
 
 def prior_agreement(beta: np.ndarray, threshold: int, prior_answers: np.ndarray) -> float | None:
