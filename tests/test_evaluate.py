@@ -190,3 +190,30 @@ def test_an_ingested_cohort_with_a_held_out_set(tmp_path) -> None:
     path.write_text(path.read_text().replace(demo.dataset, "no-such-dataset"))
     with pytest.raises(EvaluationConfigError, match=r"data: .*no-such-dataset"):
         build(load_evaluation_config(path))
+
+
+def test_a_worker_killed_mid_grid_is_one_line_with_what_to_do(tmp_path, monkeypatch) -> None:
+    """A worker the kernel kills (most often for memory) ends the command with a message that says what
+    to change, not a BrokenProcessPool traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from click.testing import CliRunner
+
+    import mbeacon.attack.evaluate as evaluate_module
+    from mbeacon.cli import main as cli
+
+    def killed(*_args, **_kwargs):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(evaluate_module, "run_grid", killed)
+    path = tmp_path / "eval.toml"
+    path.write_text(
+        "queries = [5]\nrepetitions = 1\n[simulation]\nprobes = 500\npatients = 20\nnonmembers = 20\n"
+        "reference = 40\n[grid]\ndefences = ['none']\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["attack", "evaluate", "--config", str(path), "--out", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 1, result.output
+    assert "a worker process died" in result.output and "--workers" in result.output
+    assert "Traceback" not in result.output

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,6 +119,12 @@ def evaluate(
                 workers=workers,
                 on_progress=lambda done, _total: bar.update(task, completed=done),
             )
+        except BrokenProcessPool as exc:  # a worker killed, most often by the kernel for memory
+            raise click.ClickException(
+                f"a worker process died while evaluating ({exc.__class__.__name__}); the usual cause is "
+                "memory: run with fewer --workers, fewer queries or victims, or on a Dask cluster "
+                "(--scheduler)"
+            ) from None
         except OSError as exc:  # an unreachable scheduler
             raise click.ClickException(f"cannot run on the Dask scheduler {scheduler}: {exc}") from exc
     report = write_report(rows, out_dir, description=scenario.description, config=config.model_dump())
