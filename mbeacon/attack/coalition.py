@@ -69,17 +69,22 @@ def design(scenario: Scenario, accounts: np.ndarray, q: int) -> sparse.csr_matri
     probes = plan.probes[accounts, :q].reshape(-1)
     lo = plan.lo[accounts, :q].reshape(-1)
     hi = plan.hi[accounts, :q].reshape(-1)
-    cols = scenario.cohort_rows[probes]
+    return range_rows(scenario.profiles, scenario.cohort_rows[probes], lo, hi)
+
+
+def range_rows(profiles: np.ndarray, cols: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> sparse.csr_matrix:
+    """Rows x candidates: 1 where candidate ``i``'s value in profile column ``cols[q]`` lies in
+    ``[lo[q], hi[q]]`` (a column of -1, or a missing value, counts 0)."""
     known = cols >= 0
     cols = np.where(known, cols, 0)
     blocks = []
     for start in range(0, cols.size, _BLOCK):  # in blocks: candidates x rows dense would not fit
         part = slice(start, start + _BLOCK)
-        values = scenario.profiles[:, cols[part]]  # candidates x rows
+        values = profiles[:, cols[part]]  # candidates x rows
         inside = (values >= lo[part]) & (values <= hi[part]) & known[part]  # NaN: a missing value counts 0
         blocks.append(sparse.csr_matrix(inside.T, dtype=np.float64))
     if not blocks:
-        return sparse.csr_matrix((0, scenario.victims))
+        return sparse.csr_matrix((0, profiles.shape[0]))
     return sparse.vstack(blocks, format="csr")
 
 

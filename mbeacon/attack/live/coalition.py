@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from mbeacon.attack.coalition import coalition_epsilon, reconstruct, targets_of
+from mbeacon.attack.coalition import coalition_epsilon, range_rows, reconstruct, targets_of
 from mbeacon.attack.defences import Defence
 from mbeacon.attack.live.answers import NOISY_RELEASE
 from mbeacon.attack.live.profiles import Profiles
@@ -40,9 +40,6 @@ from mbeacon.attack.metrics import auc, tpr_at_fpr
 from mbeacon.attack.planning import QueryPlan
 from mbeacon.privacy.tradeoff import best_attack
 from mbeacon.store.priors import Prior
-
-#: Rows built at a time (memory: candidates x block booleans).
-_BLOCK = 4096
 
 
 def pools_counts(mechanism: str, answers: LiveAnswers) -> bool:
@@ -62,18 +59,7 @@ def pooled_rows(
     column[rows[rows >= 0]] = np.flatnonzero(rows >= 0)
     probes = plan.probes[people, queries]
     cols = np.where(probes >= 0, column[np.maximum(probes, 0)], -1)
-    known = cols >= 0
-    cols = np.where(known, cols, 0)
-    lo, hi = plan.lo[people, queries], plan.hi[people, queries]
-    blocks = []
-    for start in range(0, cols.size, _BLOCK):
-        part = slice(start, start + _BLOCK)
-        values = profiles.values[:, cols[part]]  # candidates x rows; NaN: a missing value counts 0
-        inside = (values >= lo[part]) & (values <= hi[part]) & known[part]
-        blocks.append(sparse.csr_matrix(inside.T, dtype=np.float64))
-    if not blocks:
-        return sparse.csr_matrix((0, profiles.people))
-    return sparse.vstack(blocks, format="csr")
+    return range_rows(profiles.values, cols, plan.lo[people, queries], plan.hi[people, queries])
 
 
 def pooled_targets(
